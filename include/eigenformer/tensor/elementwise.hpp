@@ -259,6 +259,10 @@ Tensor<bool, R> logical_not(const Tensor<bool, R>& a) {
   return detail::broadcast_map<bool>("logical_not", [](bool x) { return !x; }, a);
 }
 
+// `~mask` inverts a mask, as in PyTorch (`scores.masked_fill(~causal_mask, -inf)`).
+template <std::size_t R>
+Tensor<bool, R> operator~(const Tensor<bool, R>& a) { return logical_not(a); }
+
 // cond ? a : b element-wise, all three broadcast together (torch.where).
 template <floating_element T, std::size_t Rc, std::size_t Ra, std::size_t Rb>
 auto where(const Tensor<bool, Rc>& cond, const Tensor<T, Ra>& a, const Tensor<T, Rb>& b) {
