@@ -1,0 +1,124 @@
+// Reading the PyTorch fixtures (tests/data/*.json, written by tools/reference/make_fixtures.py) and the
+// shared worked examples, and comparing tensors against them with stated tolerances.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <eigenformer/eigenformer.hpp>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace eftest {
+
+namespace ef = eigenformer;
+using json = nlohmann::json;
+using ef::index_t;
+
+inline json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open fixture file " + path);
+  return json::parse(in);
+}
+
+// A fixture file from tests/data, checked for the format it was written in.
+inline json load_fixture(const std::string& file) {
+  json j = read_json(std::string(EIGENFORMER_TEST_DATA_DIR) + "/" + file);
+  if (j.value("format", "") != "eigenformer-fixtures" || j.value("version", 0) != 1)
+    throw std::runtime_error(file + ": not an eigenformer-fixtures version 1 file");
+  return j;
+}
+
+inline const json& worked_examples() {
+  static const json j = read_json(std::string(EIGENFORMER_SHARED_REFERENCE_DIR) + "/worked-examples.json");
+  return j;
+}
+
+// JSON has no inf/nan: the fixtures spell them "inf", "-inf", "nan".
+inline double number(const json& v) {
+  if (v.is_string()) {
+    const auto s = v.get<std::string>();
+    if (s == "inf" || s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-inf" || s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (s == "nan" || s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    throw std::runtime_error("fixture: unexpected string number " + s);
+  }
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  return v.get<double>();
+}
+
+inline std::vector<index_t> shape_of(const json& t) { return t.at("shape").get<std::vector<index_t>>(); }
+
+// The fixture tensor as Tensor<T, R>, with leading size-1 dims added when the fixture's rank is lower
+// (broadcasting semantics are unchanged by such padding, which lets one rank serve every case).
+template <typename T, std::size_t R>
+ef::Tensor<T, R> to_tensor(const json& t) {
+  const auto s = shape_of(t);
+  if (s.size() > R) throw std::runtime_error("fixture tensor of rank " + std::to_string(s.size()) + " > " + std::to_string(R));
+  ef::Shape<R> shape{};
+  for (std::size_t i = 0; i < R; ++i) shape[i] = i < R - s.size() ? 1 : s[i - (R - s.size())];
+  auto out = ef::Tensor<T, R>::empty(shape);
+  const auto& data = t.at("data");
+  if (static_cast<index_t>(data.size()) != out.numel()) throw std::runtime_error("fixture tensor data does not fill its shape");
+  for (std::size_t i = 0; i < data.size(); ++i) out.data()[i] = static_cast<T>(number(data[i]));
+  return out;
+}
+
+inline std::vector<double> values_of(const json& t) {
+  std::vector<double> v;
+  for (const auto& x : t.at("data")) v.push_back(number(x));
+  return v;
+}
+
+// Shapes equal up to leading size-1 dims.
+template <std::size_t R>
+bool same_padded_shape(const ef::Shape<R>& actual, std::vector<index_t> expected) {
+  std::vector<index_t> a(actual.begin(), actual.end());
+  auto strip = [](std::vector<index_t>& s) {
+    while (!s.empty() && s.front() == 1) s.erase(s.begin());
+  };
+  strip(a);
+  strip(expected);
+  return a == expected;
+}
+
+// Every element within atol + rtol * |expected| (numpy.isclose); inf and nan must match exactly.
+template <typename T, std::size_t R>
+void check_close(const ef::Tensor<T, R>& actual, const json& expected, double rtol, double atol,
+                 const std::string& what) {
+  INFO(what);
+  REQUIRE_MESSAGE(same_padded_shape(actual.shape(), shape_of(expected)),
+                  "shape " << ef::shape_string(actual.shape()) << " vs expected " << ef::shape_string(shape_of(expected)));
+  const auto a = actual.to_vector();
+  const auto e = values_of(expected);
+  int bad = 0;
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    const double x = static_cast<double>(a[i]), y = e[i];
+    const bool ok = (std::isnan(y) && std::isnan(x)) || (std::isinf(y) && x == y) ||
+                    (std::isfinite(y) && std::abs(x - y) <= atol + rtol * std::abs(y));
+    if (!ok && bad++ < 5) FAIL_CHECK("element " << i << ": " << x << " vs expected " << y);
+  }
+  CHECK(bad == 0);
+}
+
+// Bit-for-bit equality (values stored as the exact float32/float64 decimal expansion in the JSON).
+template <typename T, std::size_t R>
+void check_exact(const ef::Tensor<T, R>& actual, const json& expected, const std::string& what) {
+  check_close(actual, expected, 0.0, 0.0, what);
+}
+
+// Largest |a - e| / max(|e|, tiny) over a tensor, for reporting.
+template <typename T, std::size_t R>
+double max_rel_error(const ef::Tensor<T, R>& actual, const json& expected) {
+  const auto a = actual.to_vector();
+  const auto e = values_of(expected);
+  double m = 0;
+  for (std::size_t i = 0; i < e.size(); ++i)
+    if (std::isfinite(e[i])) m = std::max(m, std::abs(a[i] - e[i]) / std::max(std::abs(e[i]), 1e-30));
+  return m;
+}
+
+}  // namespace eftest
