@@ -5,3 +5,4 @@
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/random.hpp"
 #include "eigenformer/nn/init.hpp"
+#include "eigenformer/nn/positional_encoding.hpp"

@@ -8,6 +8,7 @@
 #include <eigenformer/eigenformer.hpp>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,10 +19,39 @@ namespace ef = eigenformer;
 using json = nlohmann::json;
 using ef::index_t;
 
+// Python's json module writes bare Infinity, -Infinity and NaN, which strict JSON parsers reject; they
+// are quoted (outside strings) before parsing, and number() reads them back.
 inline json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open fixture file " + path);
-  return json::parse(in);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  std::string fixed;
+  fixed.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      fixed += c;
+      if (c == '\\' && i + 1 < text.size()) fixed += text[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const char* token : {"-Infinity", "Infinity", "NaN"}) {
+      const std::string t(token);
+      if (text.compare(i, t.size(), t) == 0) {
+        fixed += '"' + t + '"';
+        i += t.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) fixed += c;
+  }
+  return json::parse(fixed);
 }
 
 // A fixture file from tests/data, checked for the format it was written in.
