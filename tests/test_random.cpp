@@ -1,10 +1,12 @@
 // The generator against PyTorch 1.13's CPU streams (tests/data/rng.json, tools/reference/make_fixtures.py).
 //
-// Tolerances: rand, uniform_, bernoulli, dropout, randperm and nn.Linear init are bit for bit (they are
-// integer draws scaled in IEEE arithmetic, nothing left to a math library). randn in float32 with 16 or
-// more elements goes through PyTorch's AVX2 log/sin/cos, which may differ from libm in the last bit:
-// 1e-6 relative (8 float ulps) plus 1e-7 absolute for values near zero, where a one-ulp error in cos
-// is large relative to the result. float64 normals use libm on both sides: 1e-15 relative.
+// The fixtures come from PyTorch's native (AVX2, FMA-contracted) kernels, the ones users run.
+// Tolerances: rand, uniform_, bernoulli, dropout, randperm and nn.Linear init are bit for bit (integer
+// draws scaled in IEEE arithmetic with one fused multiply-add, nothing left to a math library). float32
+// randn with 16 or more elements goes through SLEEF's vector log/sin/cos in PyTorch and libm here: 245 of
+// 1444 fixture values differ, by at most 2.2e-7 relative (2 ulps); the test allows 1e-6 relative, the
+// issue's bound, plus 1e-7 absolute for values near zero where one ulp of cos is large relative to the
+// result. float64 normals use libm on both sides: 1e-15 relative.
 #include <doctest/doctest.h>
 
 #include "support/fixtures.hpp"

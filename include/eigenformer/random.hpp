@@ -50,10 +50,10 @@ class Generator {
   T uniform(T from = T(0), T to = T(1)) {
     if constexpr (std::is_same_v<T, float>) {
       const float x = static_cast<float>(random() & 0xFFFFFFu) * 0x1.0p-24f;
-      return x * (to - from) + from;
+      return std::fma(x, to - from, from);
     } else {
       const double x = static_cast<double>(random64() & ((std::uint64_t{1} << 53) - 1)) * 0x1.0p-53;
-      return x * (to - from) + from;
+      return std::fma(x, to - from, from);
     }
   }
 
@@ -90,16 +90,18 @@ inline void manual_seed(std::uint64_t seed) { default_generator().manual_seed(se
 
 namespace detail {
 
-// Box-Muller over blocks of 16 uniforms, pairing element j with j + 8 (PyTorch's normal_fill_16).
+// Box-Muller over blocks of 16 uniforms, pairing element j with j + 8 (PyTorch's normal_fill_16). For
+// float, theta = float(2 pi) * u2 in float as PyTorch's AVX2 kernel computes it; for double, as its
+// scalar kernel does, 2 pi * u2 in double.
 template <floating_element T>
 void normal_fill_16(T* d, T mean, T stdv) {
   for (int j = 0; j < 8; ++j) {
     const T u1 = T(1) - d[j];  // [0, 1) -> (0, 1] so the log is finite
     const T u2 = d[j + 8];
     const T radius = std::sqrt(T(-2) * std::log(u1));
-    const T theta = static_cast<T>(2.0 * std::numbers::pi * static_cast<double>(u2));
-    d[j] = radius * std::cos(theta) * stdv + mean;
-    d[j + 8] = radius * std::sin(theta) * stdv + mean;
+    const T theta = static_cast<T>(2.0 * std::numbers::pi) * u2;
+    d[j] = std::fma(radius * std::cos(theta), stdv, mean);
+    d[j + 8] = std::fma(radius * std::sin(theta), stdv, mean);
   }
 }
 
@@ -147,7 +149,7 @@ Tensor<T, R>& normal_(Tensor<T, R>& t, double mean = 0.0, double stdv = 1.0, Gen
   }
   auto tmp = Tensor<T, R>::empty(t.shape());
   T* p = tmp.data();
-  for (index_t i = 0; i < n; ++i) p[i] = static_cast<T>(gen.normal_double() * stdv + mean);
+  for (index_t i = 0; i < n; ++i) p[i] = static_cast<T>(std::fma(gen.normal_double(), stdv, mean));
   t.copy_(tmp);
   return t;
 }
