@@ -483,9 +483,14 @@ class Tensor {
 };
 
 // Deduction from nested braces is not possible in C++, so `tensor` overloads spell out ranks 1-4:
-// `auto x = tensor<float>({{1, 2}, {3, 4}});`
-template <typename T>
-Tensor<T, 1> tensor(detail::nested_list_t<T, 1> v) { return Tensor<T, 1>(v); }
+// `auto x = tensor<float>({{1, 2}, {3, 4}});`. Rank 1 takes a C array rather than an initializer_list so
+// that a column such as {{1}, {2}} (whose inner braces also convert to a scalar) resolves to rank 2.
+template <typename T, std::size_t N>
+Tensor<T, 1> tensor(const T (&v)[N]) {
+  auto t = Tensor<T, 1>::empty(Shape<1>{static_cast<index_t>(N)});
+  std::copy(v, v + N, t.data());
+  return t;
+}
 template <typename T>
 Tensor<T, 2> tensor(detail::nested_list_t<T, 2> v) { return Tensor<T, 2>(v); }
 template <typename T>
