@@ -170,31 +170,45 @@ namespace detail {
 // Softmax along lanes. Subtracting the lane maximum keeps exp from overflowing; a lane that is entirely
 // -inf (every position masked) gives zeros instead of PyTorch's NaN, so a fully padded row cannot poison
 // the rest of a batch. log_softmax of such a lane is -inf everywhere.
+template <bool Log, class In, class Out>
+void softmax_lane(const In& in, Out&& o) {
+  using T = typename In::Scalar;
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  if (in.size() == 0) return;
+  const T m = in.maxCoeff();
+  if (m == neg_inf) {
+    o.setConstant(Log ? neg_inf : T(0));
+    return;
+  }
+  if constexpr (Log) {
+    const T lse = std::log((in - m).exp().sum());
+    o = in - m - lse;
+  } else {
+    o = (in - m).exp();
+    // Eigen's exp gives ~1e-38 instead of 0 (or a denormal) far below the maximum, -inf included: libm there.
+    const T lo = exp_eigen_lower_bound<T>();
+    for (Eigen::Index k = 0; k < in.size(); ++k)
+      if (in(k) - m < lo) o(k) = std::exp(in(k) - m);
+    o /= o.sum();
+  }
+}
+
 template <bool Log, floating_element T, std::size_t R>
 Tensor<T, R> softmax_impl(std::string_view op, const Tensor<T, R>& x, index_t dim) {
   const auto d = normalize_dim(op, dim, R);
   const auto xc = x.contiguous();
   const auto l = lanes_of(xc.shape(), d);
   auto out = Tensor<T, R>::empty(xc.shape());
-  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   for (index_t a = 0; a < l.outer; ++a) {
     for (index_t i = 0; i < l.inner; ++i) {
       const index_t base = a * l.n * l.inner + i;
-      Eigen::Map<const Arr, 0, Eigen::InnerStride<>> in(xc.data() + base, l.n, Eigen::InnerStride<>(l.inner));
-      Eigen::Map<Arr, 0, Eigen::InnerStride<>> o(out.data() + base, l.n, Eigen::InnerStride<>(l.inner));
-      if (l.n == 0) continue;
-      const T m = in.maxCoeff();
-      if (m == neg_inf) {
-        o.setConstant(Log ? neg_inf : T(0));
-        continue;
-      }
-      if constexpr (Log) {
-        const T lse = std::log((in - m).exp().sum());
-        o = in - m - lse;
+      if (l.inner == 1) {  // softmax over the last dim, the attention case: unit stride, vectorised
+        softmax_lane<Log>(Eigen::Map<const Arr>(xc.data() + base, l.n), Eigen::Map<Arr>(out.data() + base, l.n));
       } else {
-        o = (in - m).exp();
-        o /= o.sum();
+        const Eigen::InnerStride<> st(l.inner);
+        softmax_lane<Log>(Eigen::Map<const Arr, 0, Eigen::InnerStride<>>(xc.data() + base, l.n, st),
+                          Eigen::Map<Arr, 0, Eigen::InnerStride<>>(out.data() + base, l.n, st));
       }
     }
   }
