@@ -1,8 +1,8 @@
 // eigenformer: header-only tensors and Transformer layers on Eigen. Including this header brings in
-// everything; the module headers (eigenformer/tensor.hpp, eigenformer/random.hpp, ...) stand alone.
+// the tensor, random and nn modules; each module header (eigenformer/tensor.hpp, eigenformer/random.hpp,
+// eigenformer/nn.hpp) also stands alone.
 #pragma once
 
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/random.hpp"
-#include "eigenformer/nn/init.hpp"
-#include "eigenformer/nn/positional_encoding.hpp"
+#include "eigenformer/nn.hpp"

@@ -1,0 +1,87 @@
+// nn::Linear: init equals nn.Linear's, forward, and backward against finite differences in double.
+#include <doctest/doctest.h>
+
+#include <eigenformer/nn/linear.hpp>
+
+#include "support/fixtures.hpp"
+#include "support/gradcheck.hpp"
+
+using namespace eftest;
+
+TEST_CASE("Linear: manual_seed(789) init reproduces SelfAttention_v2's nn.Linear weights (worked example)") {
+  const auto& ex = worked_examples().at("self_attention_v2");
+  ef::manual_seed(789);
+  ef::nn::Linear<float> q(3, 2, false), k(3, 2, false), v(3, 2, false);
+  const auto wq = ex.at("W_query_weight").get<std::vector<double>>();
+  const auto got = q.weight.data.to_vector();
+  REQUIRE(got.size() == wq.size());
+  // The worked example prints 6 decimals.
+  for (std::size_t i = 0; i < wq.size(); ++i) CHECK(std::abs(got[i] - wq[i]) <= 5e-7);
+  CHECK(q.weight.shape() == ef::Shape<2>{2, 3});
+  CHECK_FALSE(q.bias.has_value());
+}
+
+TEST_CASE_TEMPLATE("Linear: forward is x W^T + b over the last dim, for any leading dims", T, float, double) {
+  ef::manual_seed(0);
+  ef::nn::Linear<T> lin(4, 3);
+  const auto x = ef::randn<T>({2, 5, 4});
+  const auto y = lin.forward(x);
+  CHECK(y.shape() == ef::Shape<3>{2, 5, 3});
+  const auto expected = ef::matmul(x, lin.weight.data.t()) + lin.bias->data;
+  check_tensors_close(y, expected, 1e-6, 1e-6, "forward");
+  auto names = lin.named_parameters();
+  REQUIRE(names.size() == 2);
+  CHECK(names[0].name == "weight");
+  CHECK(names[1].name == "bias");
+  CHECK(lin.num_parameters() == 15);
+}
+
+TEST_CASE("Linear: backward matches central finite differences (double)") {
+  ef::manual_seed(1);
+  ef::nn::Linear<double> lin(5, 3);
+  auto x = ef::randn<double>({2, 3, 5});
+  const auto probe = ef::randn<double>({2, 3, 3});
+  auto f = [&] {
+    lin.eval();
+    auto y = lin.forward(x);
+    lin.train();
+    return y;
+  };
+  lin.train();
+  lin.zero_grad();
+  lin.forward(x);
+  const auto dx = lin.backward(probe);
+  check_tensors_close(dx, numerical_gradient(f, x, probe), 1e-6, 1e-9, "dx");
+  for (auto& p : lin.named_parameters())
+    check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
+}
+
+TEST_CASE("Linear: gradients accumulate across backward calls and zero_grad resets them") {
+  ef::manual_seed(2);
+  ef::nn::Linear<double> lin(3, 2);
+  const auto x = ef::randn<double>({4, 3});
+  const auto g = ef::randn<double>({4, 2});
+  lin.forward(x);
+  lin.backward(g);
+  const auto once = lin.weight.grad.clone();
+  lin.forward(x);
+  lin.backward(g);
+  check_tensors_close(lin.weight.grad, once * 2.0, 1e-12, 1e-12, "accumulated");
+  lin.zero_grad();
+  CHECK(ef::sum(ef::abs(lin.weight.grad)).item() == 0.0);
+}
+
+TEST_CASE("Linear: bad input") {
+  ef::nn::Linear<float> lin(4, 2);
+  CHECK_THROWS_WITH_AS(lin.forward(ef::zeros<float>({3, 5})),
+                       "Linear.forward: input [3, 5] x weight [2, 4]: last dim of the input must be in_features 4",
+                       ef::shape_error);
+  CHECK_THROWS_WITH_AS(lin.backward(ef::zeros<float>({3, 2})), doctest::Contains("nothing cached"), std::logic_error);
+  lin.eval();
+  lin.forward(ef::zeros<float>({3, 4}));  // eval mode caches nothing
+  CHECK_THROWS_AS(lin.backward(ef::zeros<float>({3, 2})), std::logic_error);
+  lin.train();
+  lin.forward(ef::zeros<float>({3, 4}));
+  CHECK_THROWS_AS(lin.backward(ef::zeros<float>({3, 3})), ef::shape_error);
+  CHECK_THROWS_AS(ef::nn::Linear<float>(0, 2), std::invalid_argument);
+}
