@@ -5,3 +5,4 @@
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/nn/positional_encoding.hpp"
 #include "eigenformer/nn/linear.hpp"
+#include "eigenformer/nn/dropout.hpp"
