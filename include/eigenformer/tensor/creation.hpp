@@ -68,6 +68,7 @@ Tensor<T, N> from_vector(const Shape<N>& shape, const std::vector<T>& values) {
 template <typename T>
 Tensor<T, 1> arange(double start, double end, double step = 1.0) {
   if (step == 0.0) throw std::invalid_argument("arange: step must be nonzero");
+  if (std::isnan(step)) throw std::invalid_argument("arange: step must be a number, got nan");
   if (!std::isfinite(start) || !std::isfinite(end))
     throw std::invalid_argument("arange: start and end must be finite");
   if ((step > 0 && end < start) || (step < 0 && end > start))

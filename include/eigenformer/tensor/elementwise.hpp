@@ -186,14 +186,43 @@ Tensor<T, R> pow(const Tensor<T, R>& a, double exponent) {
 }
 
 // ---- unary math ------------------------------------------------------------------------------------------
+// Eigen's vectorised exp and log are accurate to an ulp or two on normal numbers but clamp outside that
+// range: exp(x) for x below log(smallest normal), -inf included, comes out as ~1e-38 (float) / ~1e-308
+// (double) instead of a denormal or 0, and log of a denormal as log(smallest normal). Those elements are
+// recomputed with libm, so that exp(-inf) == 0 as in PyTorch (masked softmax entries are exactly 0).
+namespace detail {
+template <typename T>
+T exp_eigen_lower_bound() {
+  return std::log(std::numeric_limits<T>::min());
+}
+}  // namespace detail
 template <floating_element T, std::size_t R>
-Tensor<T, R> exp(const Tensor<T, R>& x) { return detail::eigen_unary(x, [](const auto& a) { return a.exp(); }); }
+Tensor<T, R> exp(const Tensor<T, R>& x) {
+  auto out = detail::eigen_unary(x, [](const auto& a) { return a.exp(); });
+  const T lo = detail::exp_eigen_lower_bound<T>();
+  T* o = out.data();
+  x.for_each_value([&](const T& v) {
+    if (v < lo) *o = std::exp(v);
+    ++o;
+  });
+  return out;
+}
 template <floating_element T, std::size_t R>
-Tensor<T, R> log(const Tensor<T, R>& x) { return detail::eigen_unary(x, [](const auto& a) { return a.log(); }); }
+Tensor<T, R> log(const Tensor<T, R>& x) {
+  auto out = detail::eigen_unary(x, [](const auto& a) { return a.log(); });
+  T* o = out.data();
+  x.for_each_value([&](const T& v) {
+    if (v > 0 && v < std::numeric_limits<T>::min()) *o = std::log(v);
+    ++o;
+  });
+  return out;
+}
+// libm per element: Eigen's float sqrt/rsqrt (EIGEN_FAST_MATH, the default) use an rsqrt estimate plus a
+// Newton step: off by an ulp, sqrt(inf) = NaN and denormals flushed. rsqrt is 1 / sqrt(x), as in ATen.
 template <floating_element T, std::size_t R>
-Tensor<T, R> sqrt(const Tensor<T, R>& x) { return detail::eigen_unary(x, [](const auto& a) { return a.sqrt(); }); }
+Tensor<T, R> sqrt(const Tensor<T, R>& x) { return detail::scalar_unary(x, [](T v) { return std::sqrt(v); }); }
 template <floating_element T, std::size_t R>
-Tensor<T, R> rsqrt(const Tensor<T, R>& x) { return detail::eigen_unary(x, [](const auto& a) { return a.rsqrt(); }); }
+Tensor<T, R> rsqrt(const Tensor<T, R>& x) { return detail::scalar_unary(x, [](T v) { return T(1) / std::sqrt(v); }); }
 template <floating_element T, std::size_t R>
 Tensor<T, R> tanh(const Tensor<T, R>& x) { return detail::eigen_unary(x, [](const auto& a) { return a.tanh(); }); }
 template <floating_element T, std::size_t R>

@@ -113,7 +113,8 @@ Tensor<T, R> batched_matmul(const Tensor<T, R>& a_in, const Tensor<T, R>& b_in, 
   index_t batch = 0;
   // Each "row" of this walk is one batch entry (the last two dims are 1), so off = batch offsets.
   for_each_row<R, 2>(batch_shape, strides, [&](const std::array<index_t, 2>& off) {
-    OutMap o(out.data() + batch * m * n, m, n);
+    // Only the first batch entry starts on the 64-byte boundary of the buffer: this map is unaligned.
+    Eigen::Map<RowMajorMatrix<T>> o(out.data() + batch * m * n, m, n);
     with_matrix_map(a.data() + off[0], m, k, ainfo, [&](const auto& am) {
       with_matrix_map(b.data() + off[1], k, n, binfo, [&](const auto& bm) { o.noalias() = am * bm; });
     });
@@ -130,10 +131,10 @@ auto matmul(const Tensor<T, R1>& a, const Tensor<T, R2>& b) {
   const std::string shapes = shape_string(a.shape()) + " x " + shape_string(b.shape());
   if constexpr (R1 == 1 && R2 == 1) {
     return detail::batched_matmul<T, 2>(a.unsqueeze(0), b.unsqueeze(1), shapes).reshape(Shape<0>{});
-  } else if constexpr (R1 == 1) {
-    return matmul(a.unsqueeze(0), b).squeeze(-2);
-  } else if constexpr (R2 == 1) {
-    return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  } else if constexpr (R1 == 1) {  // [k] as a [1, k] row, the row dim dropped again; errors show [k]
+    return detail::batched_matmul<T, R2>(detail::lift<R2>(a.unsqueeze(0)), b, shapes).squeeze(-2);
+  } else if constexpr (R2 == 1) {  // [k] as a [k, 1] column
+    return detail::batched_matmul<T, R1>(a, detail::lift<R1>(b.unsqueeze(1)), shapes).squeeze(-1);
   } else if constexpr (R1 < R2) {
     return detail::batched_matmul<T, R2>(detail::lift<R2>(a), b, shapes);
   } else if constexpr (R2 < R1) {

@@ -47,9 +47,11 @@ void nested_shape(const nested_list_t<T, Rank - Depth>& list, Shape<Rank>& shape
                       " (" + std::to_string(list.size()) + " vs " + std::to_string(shape[Depth]) + ")");
   }
   if constexpr (Depth + 1 < Rank) {
-    if (list.size() == 0) {
-      for (std::size_t d = Depth + 1; d < Rank; ++d)
-        if (!seen) shape[d] = 0;
+    if (list.size() == 0 && !seen) {
+      // The first list reached is empty: the deeper dims are 0 and the shape is now fixed, so a later
+      // non-empty sibling is ragged rather than a new shape.
+      for (std::size_t d = Depth + 1; d < Rank; ++d) shape[d] = 0;
+      seen = true;
     }
     for (const auto& sub : list) nested_shape<T, Rank, Depth + 1>(sub, shape, seen);
   } else {
@@ -445,10 +447,11 @@ class Tensor {
   }
 
   index_t checked_offset(Shape<Rank> idx) const {
+    const Shape<Rank> given = idx;  // for the message: the index as the caller wrote it
     for (std::size_t i = 0; i < Rank; ++i) {
       if (idx[i] < 0) idx[i] += shape_[i];
       if (idx[i] < 0 || idx[i] >= shape_[i]) {
-        throw std::out_of_range("at: index " + shape_string(idx) + " is out of range for shape " +
+        throw std::out_of_range("at: index " + shape_string(given) + " is out of range for shape " +
                                 shape_string(shape_) + " (dim " + std::to_string(i) + ")");
       }
     }
