@@ -22,6 +22,7 @@ class Dropout : public Module<T> {
   // order, mask /= (1 - p), out = x * mask. p = 1 gives zeros without drawing, as in PyTorch.
   template <std::size_t R>
   Tensor<T, R> forward(const Tensor<T, R>& x) {
+    cached_mask_.reset();  // an eval-mode forward leaves nothing for backward, not an older training mask
     if (!this->is_training() || p_ == 0.0 || x.numel() == 0) {
       if (this->is_training()) cached_mask_ = Tensor<T, 1>();  // identity: backward passes the gradient through
       return x;

@@ -45,6 +45,7 @@ class Linear : public Module<T> {
     const auto x2 = x.reshape(Shape<2>{x.numel() / in_features_, in_features_});  // (N, in)
     auto y = matmul(x2, weight.data.t());                                         // (N, out)
     if (bias) as_matrix(y).rowwise() += as_matrix(bias->data.view(Shape<2>{1, out_features_})).row(0);
+    cached_input_.reset();  // an eval-mode forward leaves nothing for backward, not an older training cache
     if (this->is_training()) {
       cached_input_ = x2;
       cached_shape_.assign(x.shape().begin(), x.shape().end());

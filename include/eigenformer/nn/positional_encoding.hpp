@@ -1,10 +1,16 @@
 // Fixed positional encodings from BERT-from-scratch section 1.5, as tables of shape (seq_len, d_model):
-// each row is added to the token embedding at that position. The learned and segment encodings are
-// Embedding layers and live with them.
+// each row is added to the token embedding at that position; SinusoidalPositionalEncoding (below) is the
+// sinusoidal table as a layer. The learned and segment encodings are Embedding layers and live with them
+// (embedding.hpp: LearnedPositionalEmbedding, BertEmbeddings).
 #pragma once
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "eigenformer/nn/detail/checks.hpp"
+#include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor/creation.hpp"
 
 namespace eigenformer::nn {
@@ -59,5 +65,46 @@ Tensor<T, 2> sinusoidal_positional_encoding(index_t seq_len, index_t d_model, do
   }
   return pe;
 }
+
+// The sinusoidal table as a layer: forward adds its first T rows to a (..., T, C) input (row t to every token
+// at position start + t). No parameters; backward passes the gradient through unchanged.
+template <floating_element T>
+class SinusoidalPositionalEncoding : public Module<T> {
+ public:
+  SinusoidalPositionalEncoding(index_t max_len, index_t d_model, double base = 10000.0)
+      : table_(sinusoidal_positional_encoding<T>(max_len, d_model, base)) {}
+
+  const Tensor<T, 2>& table() const noexcept { return table_; }  // (max_len, C)
+
+  template <std::size_t R>
+  Tensor<T, R> forward(const Tensor<T, R>& x, index_t start = 0) {
+    static_assert(R >= 2, "SinusoidalPositionalEncoding.forward: the input needs (T, C) as its last dims");
+    const index_t len = x.shape()[R - 2];
+    if (x.shape()[R - 1] != table_.shape()[1])
+      throw shape_error("SinusoidalPositionalEncoding.forward: input " + shape_string(x.shape()) + " x table " +
+                        shape_string(table_.shape()) + ": last dims differ");
+    if (start < 0 || start + len > table_.shape()[0])
+      throw std::out_of_range("SinusoidalPositionalEncoding.forward: positions " + std::to_string(start) + ".." +
+                              std::to_string(start + len - 1) + " exceed max_len " + std::to_string(table_.shape()[0]));
+    cached_shape_.reset();
+    if (this->is_training()) cached_shape_ = std::vector<index_t>(x.shape().begin(), x.shape().end());
+    return add(x, table_.narrow(0, start, len));
+  }
+
+  template <std::size_t R>
+  Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
+    if (!cached_shape_) Module<T>::throw_no_cache("SinusoidalPositionalEncoding");
+    const auto shape = std::move(*cached_shape_);
+    cached_shape_.reset();
+    detail::check_grad_shape("SinusoidalPositionalEncoding.backward", grad_output.shape(), shape);
+    return grad_output;
+  }
+
+  void collect_parameters(const std::string&, ParameterList<T>&) override {}
+
+ private:
+  Tensor<T, 2> table_;
+  std::optional<std::vector<index_t>> cached_shape_;
+};
 
 }  // namespace eigenformer::nn

@@ -1,0 +1,250 @@
+// Lookup tables: nn.Embedding, the learned positional embedding, and BERT's input embeddings (token +
+// position + segment, then LayerNorm and Dropout; BERT-from-scratch listing 1.30 with Hugging Face's
+// parameter names).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eigenformer/nn/detail/checks.hpp"
+#include "eigenformer/nn/dropout.hpp"
+#include "eigenformer/nn/init.hpp"
+#include "eigenformer/nn/layernorm.hpp"
+#include "eigenformer/nn/module.hpp"
+
+namespace eigenformer::nn {
+
+// nn.Embedding: row i of weight (V, C) is the vector of id i. Ids are Tensor<std::int64_t, R> of any shape;
+// the output adds a trailing dim C. The padding_idx row starts at zero and never receives gradient (its
+// output still is whatever that row holds, as in PyTorch).
+template <floating_element T>
+class Embedding : public Module<T> {
+ public:
+  // Initialised exactly as nn.Embedding(num_embeddings, embedding_dim, padding_idx): N(0, 1) drawn from
+  // `gen`, then the padding row zeroed. A negative padding_idx counts from the end, as in PyTorch.
+  Embedding(index_t num_embeddings, index_t embedding_dim, std::optional<index_t> padding_idx = std::nullopt,
+            Generator& gen = default_generator())
+      : num_(num_embeddings), dim_(embedding_dim) {
+    if (num_embeddings <= 0 || embedding_dim <= 0)
+      throw std::invalid_argument("Embedding: num_embeddings and embedding_dim must be positive, got " +
+                                  std::to_string(num_embeddings) + " and " + std::to_string(embedding_dim));
+    if (padding_idx) {
+      if (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings)
+        throw std::out_of_range("Embedding: padding_idx " + std::to_string(*padding_idx) +
+                                " must be within num_embeddings " + std::to_string(num_embeddings));
+      padding_idx_ = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
+    }
+    weight = Parameter<T, 2>(Tensor<T, 2>::empty({num_embeddings, embedding_dim}));
+    init::embedding_(weight.data, padding_idx_, gen);
+  }
+
+  Parameter<T, 2> weight;  // (V, C)
+
+  index_t num_embeddings() const noexcept { return num_; }
+  index_t embedding_dim() const noexcept { return dim_; }
+  std::optional<index_t> padding_idx() const noexcept { return padding_idx_; }
+
+  // ids (...) -> (..., C). An id outside [0, V) throws std::out_of_range naming the id, where it is, and V.
+  // Training mode caches the ids (a handle).
+  template <std::size_t R>
+  Tensor<T, R + 1> forward(const Tensor<std::int64_t, R>& ids) {
+    const auto flat = ids.reshape(Shape<1>{ids.numel()});  // (N)
+    const index_t n = flat.numel();
+    Shape<R + 1> out_shape{};
+    for (std::size_t i = 0; i < R; ++i) out_shape[i] = ids.shape()[i];
+    out_shape[R] = dim_;
+    auto out = Tensor<T, R + 1>::empty(out_shape);
+    const T* w = weight.data.data();
+    for (index_t k = 0; k < n; ++k) {
+      const std::int64_t id = flat(k);
+      if (id < 0 || id >= num_) throw_bad_id(id, k, ids.shape());
+      std::copy(w + id * dim_, w + (id + 1) * dim_, out.data() + k * dim_);
+    }
+    cached_ids_.reset();
+    if (this->is_training()) {
+      cached_ids_ = flat;
+      cached_shape_.assign(out_shape.begin(), out_shape.end());
+    }
+    return out;
+  }
+
+  // Scatter-add: weight.grad[id] += grad_output[..., :] for every looked-up id except padding_idx.
+  // Ids are not differentiable, so nothing is returned.
+  template <std::size_t R>
+  void backward(const Tensor<T, R>& grad_output) {
+    if (!cached_ids_) Module<T>::throw_no_cache("Embedding");
+    const auto ids = *cached_ids_;
+    cached_ids_.reset();
+    detail::check_grad_shape("Embedding.backward", grad_output.shape(), cached_shape_);
+    const auto g = grad_output.contiguous();
+    T* gw = weight.grad.data();
+    for (index_t k = 0, n = ids.numel(); k < n; ++k) {
+      const std::int64_t id = ids(k);
+      if (padding_idx_ && id == *padding_idx_) continue;
+      const T* gr = g.data() + k * dim_;
+      T* row = gw + id * dim_;
+      for (index_t j = 0; j < dim_; ++j) row[j] += gr[j];
+    }
+  }
+
+  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
+    add_parameter(out, prefix, "weight", weight);
+  }
+
+ private:
+  template <std::size_t R>
+  [[noreturn]] void throw_bad_id(std::int64_t id, index_t flat_index, const Shape<R>& shape) const {
+    Shape<R> idx{};
+    for (std::size_t d = R; d-- > 0;) {
+      idx[d] = flat_index % shape[d];
+      flat_index /= shape[d];
+    }
+    throw std::out_of_range("Embedding.forward: id " + std::to_string(id) + " at index " + shape_string(idx) +
+                            " is out of range for a vocabulary of size " + std::to_string(num_) +
+                            " (valid ids are 0 to " + std::to_string(num_ - 1) + ")");
+  }
+
+  index_t num_, dim_;
+  std::optional<index_t> padding_idx_;
+  std::optional<Tensor<std::int64_t, 1>> cached_ids_;  // (N), training mode only
+  std::vector<index_t> cached_shape_;                  // the output's shape
+};
+
+// A learned absolute positional embedding (GPT-2's wpe, BERT's position_embeddings): a table (L, C) whose
+// first T rows are added to a (B, T, C) input, row t to every token at position start + t. Initialised as
+// nn.Embedding(max_len, dim). Parameter: "weight".
+template <floating_element T>
+class LearnedPositionalEmbedding : public Module<T> {
+ public:
+  LearnedPositionalEmbedding(index_t max_len, index_t dim, Generator& gen = default_generator())
+      : table_(max_len, dim, std::nullopt, gen) {}
+
+  Parameter<T, 2>& weight() noexcept { return table_.weight; }
+  index_t max_len() const noexcept { return table_.num_embeddings(); }
+
+  // (..., T, C) -> (..., T, C): x + weight[start : start + T]. Positions past max_len throw std::out_of_range.
+  template <std::size_t R>
+  Tensor<T, R> forward(const Tensor<T, R>& x, index_t start = 0) {
+    static_assert(R >= 2, "LearnedPositionalEmbedding.forward: the input needs (T, C) as its last dims");
+    const index_t len = x.shape()[R - 2];
+    if (x.shape()[R - 1] != table_.embedding_dim())
+      throw shape_error("LearnedPositionalEmbedding.forward: input " + shape_string(x.shape()) +
+                        " x weight " + shape_string(table_.weight.shape()) + ": last dims differ");
+    if (start < 0 || start + len > max_len())
+      throw std::out_of_range("LearnedPositionalEmbedding.forward: positions " + std::to_string(start) + ".." +
+                              std::to_string(start + len - 1) + " exceed max_len " + std::to_string(max_len()));
+    cached_.reset();
+    if (this->is_training()) cached_ = Cache{start, len, std::vector<index_t>(x.shape().begin(), x.shape().end())};
+    return add(x, table_.weight.data.narrow(0, start, len));
+  }
+
+  // Returns grad_output (the input's gradient); weight.grad[start + t] += sum of grad_output over the
+  // leading dims at position t.
+  template <std::size_t R>
+  Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
+    if (!cached_) Module<T>::throw_no_cache("LearnedPositionalEmbedding");
+    const Cache c = std::move(*cached_);
+    cached_.reset();
+    detail::check_grad_shape("LearnedPositionalEmbedding.backward", grad_output.shape(), c.shape);
+    const index_t dim = table_.embedding_dim();
+    const auto g = grad_output.reshape(Shape<3>{-1, c.len, dim});  // (B', T, C)
+    auto rows = table_.weight.grad.narrow(0, c.start, c.len);
+    as_matrix(rows) += as_matrix(sum(g, 0));
+    return grad_output;
+  }
+
+  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
+    add_parameter(out, prefix, "weight", table_.weight);
+  }
+
+ private:
+  struct Cache {
+    index_t start, len;
+    std::vector<index_t> shape;
+  };
+  Embedding<T> table_;
+  std::optional<Cache> cached_;
+};
+
+// BertEmbeddings options, with Hugging Face's BertConfig names and defaults. The seed's BERTEmbedding
+// (listing 1.30) is {.vocab_size = V, .hidden_size = 256, .max_position_embeddings = max_len,
+// .pad_token_id = PAD_ID, .layer_norm_eps = 1e-5}.
+struct BertEmbeddingsOptions {
+  index_t vocab_size = 30522;
+  index_t hidden_size = 768;
+  index_t max_position_embeddings = 512;
+  index_t type_vocab_size = 2;
+  std::optional<index_t> pad_token_id = 0;  // padding_idx of the word embeddings
+  double layer_norm_eps = 1e-12;
+  double hidden_dropout_prob = 0.1;
+};
+
+// BERT's input embeddings: word(ids) + position(0..T-1) + token_type(segment ids), then LayerNorm and
+// Dropout. Parameters (HF state-dict names): word_embeddings.weight, position_embeddings.weight,
+// token_type_embeddings.weight, LayerNorm.weight, LayerNorm.bias. Built in that order from `gen` (the
+// order of both the seed's module and HF's), so a manual_seed'ed construction equals PyTorch's.
+template <floating_element T>
+class BertEmbeddings : public Module<T> {
+ public:
+  explicit BertEmbeddings(const BertEmbeddingsOptions& o = {}, Generator& gen = default_generator())
+      : word_embeddings(o.vocab_size, o.hidden_size, o.pad_token_id, gen),
+        position_embeddings(o.max_position_embeddings, o.hidden_size, std::nullopt, gen),
+        token_type_embeddings(o.type_vocab_size, o.hidden_size, std::nullopt, gen),
+        layer_norm(o.hidden_size, o.layer_norm_eps),
+        dropout(o.hidden_dropout_prob, gen) {}
+
+  Embedding<T> word_embeddings;        // (V, C)
+  Embedding<T> position_embeddings;    // (max_position_embeddings, C)
+  Embedding<T> token_type_embeddings;  // (type_vocab_size, C)
+  LayerNorm<T> layer_norm;             // named "LayerNorm" in named_parameters
+  Dropout<T> dropout;
+
+  // input_ids (B, T), token_type_ids (B, T) or none (all segment 0) -> (B, T, C).
+  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids,
+                       const std::optional<Tensor<std::int64_t, 2>>& token_type_ids = std::nullopt) {
+    const index_t b = input_ids.shape()[0], t = input_ids.shape()[1];
+    if (t > position_embeddings.num_embeddings())
+      throw std::out_of_range("BertEmbeddings.forward: sequence length " + std::to_string(t) +
+                              " exceeds max_position_embeddings " +
+                              std::to_string(position_embeddings.num_embeddings()));
+    if (token_type_ids && token_type_ids->shape() != input_ids.shape())
+      throw shape_error("BertEmbeddings.forward: token_type_ids " + shape_string(token_type_ids->shape()) +
+                        " and input_ids " + shape_string(input_ids.shape()) + " differ in shape");
+    auto positions = Tensor<std::int64_t, 2>::empty({b, t});  // (B, T): 0..T-1 in every row
+    for (index_t i = 0; i < b; ++i)
+      for (index_t j = 0; j < t; ++j) positions(i, j) = j;
+    const auto types = token_type_ids ? *token_type_ids : zeros<std::int64_t>(Shape<2>{b, t});
+    auto e = word_embeddings.forward(input_ids);                  // (B, T, C)
+    e = add(e, position_embeddings.forward(positions));
+    e = add(e, token_type_embeddings.forward(types));
+    return dropout.forward(layer_norm.forward(e));
+  }
+
+  // Accumulates every parameter's gradient; ids are not differentiable, so nothing is returned.
+  void backward(const Tensor<T, 3>& grad_output) {
+    const auto g = layer_norm.backward(dropout.backward(grad_output));  // (B, T, C)
+    word_embeddings.backward(g);
+    position_embeddings.backward(g);
+    token_type_embeddings.backward(g);
+  }
+
+  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
+    word_embeddings.collect_parameters(prefix + "word_embeddings.", out);
+    position_embeddings.collect_parameters(prefix + "position_embeddings.", out);
+    token_type_embeddings.collect_parameters(prefix + "token_type_embeddings.", out);
+    layer_norm.collect_parameters(prefix + "LayerNorm.", out);
+  }
+
+ protected:
+  void set_children_training(bool mode) override {
+    word_embeddings.train(mode);
+    position_embeddings.train(mode);
+    token_type_embeddings.train(mode);
+    layer_norm.train(mode);
+    dropout.train(mode);
+  }
+};
+
+}  // namespace eigenformer::nn

@@ -1,0 +1,71 @@
+// The position-wise feed-forward network of a Transformer block (BERT-from-scratch listing 1.32):
+// Linear(C -> H) -> activation -> Dropout -> Linear(H -> C) -> Dropout, applied to every token alike.
+//
+// Parameter names follow the seed's nn.Sequential, so its state dicts load as they are:
+//   net.0.weight (H, C), net.0.bias (H), net.3.weight (C, H), net.3.bias (C)
+// (indices 1, 2 and 4 are the parameterless activation and dropouts). Hugging Face checkpoints name the same
+// two Linears differently (BERT: intermediate.dense / output.dense; DistilBERT: ffn.lin1 / ffn.lin2; GPT-2:
+// mlp.c_fc / mlp.c_proj, stored transposed), so a loader maps those names onto net.0 / net.3.
+#pragma once
+
+#include <string_view>
+
+#include "eigenformer/nn/activation.hpp"
+#include "eigenformer/nn/dropout.hpp"
+#include "eigenformer/nn/linear.hpp"
+#include "eigenformer/nn/module.hpp"
+
+namespace eigenformer::nn {
+
+template <floating_element T>
+class FeedForward : public Module<T> {
+ public:
+  // hidden = 0 means 4 * dim. `activation` is a Hugging Face hidden_act name ("gelu", "gelu_new",
+  // "gelu_pytorch_tanh", "relu"). The two Linears are initialised from `gen` in order (fc1 weight, bias,
+  // fc2 weight, bias), and the dropouts draw their masks from it in forward order.
+  FeedForward(index_t dim, index_t hidden = 0, double dropout = 0.1, std::string_view activation = "gelu",
+              Generator& gen = default_generator())
+      : fc1(dim, hidden == 0 ? 4 * dim : hidden, true, gen),
+        act(activation),
+        drop1(dropout, gen),
+        fc2(hidden == 0 ? 4 * dim : hidden, dim, true, gen),
+        drop2(dropout, gen) {}
+
+  Linear<T> fc1;        // net.0: (C -> H)
+  Activation<T> act;    // net.1
+  Dropout<T> drop1;     // net.2
+  Linear<T> fc2;        // net.3: (H -> C)
+  Dropout<T> drop2;     // net.4
+
+  index_t dim() const noexcept { return fc1.in_features(); }
+  index_t hidden() const noexcept { return fc1.out_features(); }
+
+  // (..., C) -> (..., C)
+  template <std::size_t R>
+  Tensor<T, R> forward(const Tensor<T, R>& x) {
+    auto h = drop1.forward(act.forward(fc1.forward(x)));  // (..., H)
+    return drop2.forward(fc2.forward(h));                 // (..., C)
+  }
+
+  template <std::size_t R>
+  Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
+    auto gh = fc2.backward(drop2.backward(grad_output));   // (..., H)
+    return fc1.backward(act.backward(drop1.backward(gh)));  // (..., C)
+  }
+
+  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
+    fc1.collect_parameters(prefix + "net.0.", out);
+    fc2.collect_parameters(prefix + "net.3.", out);
+  }
+
+ protected:
+  void set_children_training(bool mode) override {
+    fc1.train(mode);
+    act.train(mode);
+    drop1.train(mode);
+    fc2.train(mode);
+    drop2.train(mode);
+  }
+};
+
+}  // namespace eigenformer::nn

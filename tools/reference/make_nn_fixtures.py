@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""Generate PyTorch reference fixtures for eigenformer's layer tests (tests/data/nn_layers.json).
+
+Usage (from anywhere; the default output is <repo>/tests/data):
+
+    /usr/bin/python3 tools/reference/make_nn_fixtures.py [--out DIR]
+
+For each layer (Embedding, BertEmbeddings, the activations, Softmax, LayerNorm, FeedForward, MSELoss and
+the shortcut network of LLMs-from-scratch ch. 4 / BERT-from-scratch section 1.19) on small odd sizes it
+records the inputs, the parameters, the forward output and, for training-mode cases, the autograd
+gradients of the weighted-sum loss sum(out * probe) with respect to the input and every parameter.
+See tools/reference/README.md ("nn_layers.json") for the fields.
+
+Design notes:
+  * ATEN_CPU_CAPABILITY=default is set before torch is imported, so the scalar ATen kernels run and the
+    values do not depend on the CPU; torch.set_num_threads(1) fixes the reduction order. Every run writes
+    the same bytes.
+  * Those scalar kernels compute nn.Linear's uniform init without the fused multiply-add of the AVX2
+    kernels that eigenformer's Generator reproduces (see README: rng.json), so the init can differ from a
+    C++ manual_seed(seed) construction by an ulp of the init bound. Each case therefore records its
+    parameters as well as the seed: the C++ tests load the recorded parameters for the forward and
+    gradient checks, and compare their own seeded init with them to an ulp.
+  * The shortcut network is the exception: it is computed in a child process with the CPU's native
+    (FMA) kernels, as the book's printed gradients were, because the worked example
+    (shared/reference/worked-examples.json, shortcut_gradients) is the C++ test's reference there.
+  * Training-mode dropout masks come from torch's default generator, reseeded with `forward_seed` right
+    before the forward; the C++ test reseeds its default generator the same way, and its layers draw
+    masks in PyTorch's forward order (Debian's torch is built without MKL, so bernoulli_ uses the
+    mt19937 stream eigenformer reproduces).
+  * Float32 values are written as the shortest decimal that round-trips the float32 (checked for each
+    value; parse as double, then cast to float32). That keeps the file small (< 300 KB).
+"""
+
+import os
+import sys
+
+NATIVE_CHILD = "--shortcut-child" in sys.argv[1:]
+if NATIVE_CHILD:
+    os.environ.pop("ATEN_CPU_CAPABILITY", None)
+else:
+    os.environ["ATEN_CPU_CAPABILITY"] = "default"
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import struct  # noqa: E402
+import subprocess  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+FORMAT = "eigenformer-fixtures"
+VERSION = 1
+F32 = torch.float32
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------
+
+def f32_bits(v):
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def fval(x, dtype):
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if dtype == F32:
+        short = float(repr(np.float32(x)))
+        if f32_bits(short) == x:  # round-trips through double -> float32
+            return short
+    return x
+
+
+def enc(t):
+    t = t.detach().contiguous()
+    flat = t.reshape(-1).tolist()
+    if t.dtype == torch.int64:
+        return {"dtype": "int64", "shape": list(t.shape), "data": [int(v) for v in flat]}
+    names = {torch.float32: "float32", torch.float64: "float64"}
+    return {"dtype": names[t.dtype], "shape": list(t.shape), "data": [fval(v, t.dtype) for v in flat]}
+
+
+def write_fixture(path, cases):
+    names = [c["name"] for c in cases]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise AssertionError("duplicate case names: %s" % dup)
+    dump = lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n],"
+            '"format":%s,"torch":%s,"version":%s}\n'
+            % (dump(FORMAT), dump(torch.__version__), dump(VERSION)))
+    json.loads(text)
+    with open(path, "w", encoding="ascii", newline="\n") as f:
+        f.write(text)
+    return len(text.encode("ascii"))
+
+
+def data_gen(seed):
+    """Inputs, probes and perturbations come from their own generator, never the global stream."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+# ---------------------------------------------------------------------------
+# The layers, in PyTorch, exactly as the seeds / Hugging Face write them
+# ---------------------------------------------------------------------------
+
+class FeedForward(nn.Module):
+    """BERT-from-scratch listing 1.32, with the activation made selectable."""
+
+    def __init__(self, dim, hidden, dropout=0.1, act=None):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(dim, hidden),
+            act if act is not None else nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, dim),
+            nn.Dropout(dropout),
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class NewGELU(nn.Module):
+    """transformers' NewGELUActivation ("gelu_new")."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class BertEmbeddings(nn.Module):
+    """transformers' BertEmbeddings (absolute positions), the seed's BERTEmbedding with HF names."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size, pad_token_id,
+                 layer_norm_eps, hidden_dropout_prob):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids):
+        B, T = input_ids.shape
+        pos = torch.arange(T).unsqueeze(0).expand(B, T)
+        e = self.word_embeddings(input_ids) + self.position_embeddings(pos) + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(e))
+
+
+# ---------------------------------------------------------------------------
+# Cases
+# ---------------------------------------------------------------------------
+
+def run_case(name, layer, config, seed, build, inputs, train, forward_seed=None, probe_seed=None,
+             perturb=None, forward=None):
+    """Builds the module after manual_seed(seed), optionally perturbs its parameters (from a separate
+    generator), runs forward (after manual_seed(forward_seed) in training mode) and, in training mode,
+    backward of sum(out * probe)."""
+    torch.manual_seed(seed)
+    module = build()
+    params_are_init = perturb is None
+    if perturb is not None:
+        with torch.no_grad():
+            perturb(module)
+    module.train(train)
+    float_inputs = {k: v.clone().requires_grad_(train) if v.dtype.is_floating_point else v
+                    for k, v in inputs.items()}
+    if train:
+        torch.manual_seed(forward_seed)
+    out = forward(module, **float_inputs) if forward else module(*float_inputs.values())
+    case = {
+        "name": name, "layer": layer, "config": config, "seed": seed, "train": train,
+        "forward_seed": forward_seed if train else None,
+        "params_are_init": params_are_init,
+        "params": {k: enc(v) for k, v in module.state_dict().items()},
+        "inputs": {k: enc(v) for k, v in inputs.items()},
+        "out": enc(out),
+    }
+    if train:
+        probe = torch.randn(out.shape, generator=data_gen(probe_seed))
+        (out * probe).sum().backward()
+        grads = {k: enc(v.grad) for k, v in float_inputs.items() if v.dtype.is_floating_point}
+        for k, p in module.named_parameters():
+            grads[k] = enc(p.grad if p.grad is not None else torch.zeros_like(p))
+        case["probe"] = enc(probe)
+        case["grads"] = grads
+    return case
+
+
+def embedding_cases():
+    cases = []
+    ids = torch.tensor([[1, 3, 10, 3, 0], [5, 5, 9, 2, 3]])
+    cfg = {"num_embeddings": 11, "embedding_dim": 12, "padding_idx": 3}
+    cases.append(run_case("embedding_pad3", "embedding", cfg, 7,
+                          lambda: nn.Embedding(11, 12, padding_idx=3), {"ids": ids}, True, 0, 107))
+    ids = torch.tensor([4, 0, 4, 5, 1, 4, 2])
+    cfg = {"num_embeddings": 6, "embedding_dim": 5, "padding_idx": None}
+    cases.append(run_case("embedding_rank1", "embedding", cfg, 8,
+                          lambda: nn.Embedding(6, 5), {"ids": ids}, True, 0, 108))
+
+    cfg = {"vocab_size": 13, "hidden_size": 12, "max_position_embeddings": 7, "type_vocab_size": 2,
+           "pad_token_id": 0, "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.1}
+    ids = torch.tensor([[2, 7, 12, 5, 0], [1, 9, 9, 0, 0]])
+    types = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 1, 1, 1]])
+    build = lambda: BertEmbeddings(**cfg)
+    for train in (True, False):
+        cases.append(run_case("bert_embeddings_" + ("train" if train else "eval"), "bert_embeddings", cfg, 11,
+                              build, {"input_ids": ids, "token_type_ids": types}, train, 12, 111))
+    return cases
+
+
+def activation_cases():
+    cases = []
+    x = torch.randn(2, 5, 7, generator=data_gen(201)) * 2.0
+    special = torch.tensor([0.0, 1e-3, -1e-3, 5.0, -5.0, 12.0, -12.0])
+    x[1, 4, :] = special
+    acts = [("relu", lambda: nn.ReLU()),
+            ("gelu", lambda: nn.GELU()),
+            ("gelu_pytorch_tanh", lambda: nn.GELU(approximate="tanh")),
+            ("gelu_new", lambda: NewGELU())]
+    for i, (act, build) in enumerate(acts):
+        cases.append(run_case("activation_" + act, "activation", {"activation": act}, 0, build, {"x": x},
+                              True, 0, 210 + i))
+    xs = torch.randn(2, 5, 7, generator=data_gen(202)) * 3.0
+    xs[0, 2, 4] = -math.inf  # a masked entry: weight 0, gradient 0
+    for dim in (-1, 1):
+        cases.append(run_case("softmax_dim%d" % dim, "softmax", {"dim": dim}, 0, lambda: nn.Softmax(dim=dim),
+                              {"x": xs}, True, 0, 220 + dim))
+    return cases
+
+
+def layernorm_cases():
+    cases = []
+    x = torch.randn(2, 5, 12, generator=data_gen(301)) * 3.0 + 1.0
+
+    def perturb(m):
+        g = data_gen(302)
+        m.weight.copy_(1.0 + 0.5 * torch.randn(m.weight.shape, generator=g))
+        m.bias.copy_(0.5 * torch.randn(m.bias.shape, generator=g))
+
+    cfg = {"normalized_shape": 12, "eps": 1e-5, "elementwise_affine": True}
+    cases.append(run_case("layernorm_affine", "layernorm", cfg, 0, lambda: nn.LayerNorm(12), {"x": x}, True, 0,
+                          311, perturb=perturb))
+    cfg = {"normalized_shape": 12, "eps": 1e-3, "elementwise_affine": False}
+    cases.append(run_case("layernorm_plain", "layernorm", cfg, 0,
+                          lambda: nn.LayerNorm(12, eps=1e-3, elementwise_affine=False), {"x": x}, True, 0, 312))
+    return cases
+
+
+def feedforward_cases():
+    cases = []
+    x = torch.randn(2, 5, 12, generator=data_gen(401))
+    cfg = {"dim": 12, "hidden": 20, "dropout": 0.1, "activation": "gelu"}
+    for train in (True, False):
+        cases.append(run_case("feedforward_" + ("train" if train else "eval"), "feedforward", cfg, 21,
+                              lambda: FeedForward(12, 20, 0.1), {"x": x}, train, 22, 411))
+    x = torch.randn(2, 3, 4, generator=data_gen(402))
+    cfg = {"dim": 4, "hidden": 0, "dropout": 0.2, "activation": "gelu_new"}
+    cases.append(run_case("feedforward_default_hidden_gelu_new", "feedforward", cfg, 23,
+                          lambda: FeedForward(4, 16, 0.2, NewGELU()), {"x": x}, True, 24, 412))
+    return cases
+
+
+def mse_cases():
+    pred = torch.randn(2, 5, 3, generator=data_gen(501))
+    target = torch.randn(2, 5, 3, generator=data_gen(502))
+    p = pred.clone().requires_grad_(True)
+    loss = nn.MSELoss()(p, target)
+    loss.backward()
+    return [{"name": "mse_loss", "layer": "mse_loss", "config": {"reduction": "mean"}, "train": True,
+             "inputs": {"input": enc(pred), "target": enc(target)}, "out": enc(loss),
+             "grads": {"input": enc(p.grad)}}]
+
+
+# ---------------------------------------------------------------------------
+# The shortcut network (LLMs from scratch ch. 4, ExampleDeepNeuralNetwork), native kernels
+# ---------------------------------------------------------------------------
+
+class GELUTanh(nn.Module):
+    """The book's GELU class (tanh approximation)."""
+
+    def forward(self, x):
+        return 0.5 * x * (1 + torch.tanh(torch.sqrt(torch.tensor(2.0 / torch.pi)) * (x + 0.044715 * torch.pow(x, 3))))
+
+
+class ExampleDeepNeuralNetwork(nn.Module):
+    def __init__(self, layer_sizes, use_shortcut):
+        super().__init__()
+        self.use_shortcut = use_shortcut
+        self.layers = nn.ModuleList([nn.Sequential(nn.Linear(layer_sizes[i], layer_sizes[i + 1]), GELUTanh())
+                                     for i in range(len(layer_sizes) - 1)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            layer_output = layer(x)
+            if self.use_shortcut and x.shape == layer_output.shape:
+                x = x + layer_output
+            else:
+                x = layer_output
+        return x
+
+
+def shortcut_cases():
+    sizes = [3, 3, 3, 3, 3, 1]
+    sample_input = torch.tensor([[1.0, 0.0, -1.0]])
+    target = torch.tensor([[0.0]])
+    cases = []
+    for use_shortcut in (False, True):
+        torch.manual_seed(123)
+        model = ExampleDeepNeuralNetwork(sizes, use_shortcut)
+        params = {k: enc(v) for k, v in model.state_dict().items()}
+        out = model(sample_input)
+        loss = nn.MSELoss()(out, target)
+        loss.backward()
+        cases.append({
+            "name": "shortcut_" + ("with" if use_shortcut else "without"), "layer": "shortcut",
+            "config": {"layer_sizes": sizes, "use_shortcut": use_shortcut, "kernels": "native"},
+            "seed": 123, "train": True, "params_are_init": True, "params": params,
+            "inputs": {"x": enc(sample_input), "target": enc(target)}, "out": enc(out), "loss": enc(loss),
+            "grads": {k: enc(p.grad) for k, p in model.named_parameters()},
+            "mean_abs_weight_grad": {k: p.grad.abs().mean().item() for k, p in model.named_parameters()
+                                     if "weight" in k},
+        })
+    return cases
+
+
+def check_shortcut_against_worked_example(cases):
+    path = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "reference", "worked-examples.json"))
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        ex = json.load(f)["shortcut_gradients"]["mean_abs_weight_grad"]
+    for c in cases:
+        ref = ex["with_shortcut" if c["config"]["use_shortcut"] else "without_shortcut"]
+        for k, v in ref.items():
+            if abs(c["mean_abs_weight_grad"][k] - v) > 5e-9:  # printed to 8 decimals
+                raise SystemExit("make_nn_fixtures.py: %s %s = %r does not print as the worked example's %r"
+                                 % (c["name"], k, c["mean_abs_weight_grad"][k], v))
+
+
+# ---------------------------------------------------------------------------
+
+def main(argv=None):
+    default_out = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "data"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap.add_argument("--out", default=default_out, help="output directory (default: <repo>/tests/data)")
+    ap.add_argument("--shortcut-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+
+    if args.shortcut_child:
+        sys.path.insert(0, HERE)
+        from make_fixtures import check_native_fma  # refuses to run without the FMA (AVX2) kernels
+        check_native_fma()
+        json.dump(shortcut_cases(), sys.stdout, sort_keys=True, allow_nan=False)
+        return 0
+
+    cases = embedding_cases() + activation_cases() + layernorm_cases() + feedforward_cases() + mse_cases()
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--shortcut-child"], check=True,
+                           stdout=subprocess.PIPE)
+    shortcut = json.loads(child.stdout)
+    check_shortcut_against_worked_example(shortcut)
+    cases += shortcut
+
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "nn_layers.json")
+    size = write_fixture(path, cases)
+    print("%-40s %8d bytes %5d cases" % (path, size, len(cases)))
+    if size >= 300_000:
+        raise SystemExit("make_nn_fixtures.py: nn_layers.json is over its 300 KB budget")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
