@@ -56,14 +56,21 @@ inline json read_json(const std::string& path) {
 
 // A fixture file from tests/data, checked for the format it was written in.
 inline json load_fixture(const std::string& file) {
-  json j = read_json(std::string(EIGENFORMER_TEST_DATA_DIR) + "/" + file);
+  // Appending in place: GCC 12 reports a false -Warray-bounds on `std::string(macro) + "..."` once inlined.
+  std::string path = EIGENFORMER_TEST_DATA_DIR;
+  path.append("/").append(file);
+  json j = read_json(path);
   if (j.value("format", "") != "eigenformer-fixtures" || j.value("version", 0) != 1)
     throw std::runtime_error(file + ": not an eigenformer-fixtures version 1 file");
   return j;
 }
 
 inline const json& worked_examples() {
-  static const json j = read_json(std::string(EIGENFORMER_SHARED_REFERENCE_DIR) + "/worked-examples.json");
+  static const json j = [] {
+    std::string path = EIGENFORMER_SHARED_REFERENCE_DIR;
+    path.append("/worked-examples.json");
+    return read_json(path);
+  }();
   return j;
 }
 
