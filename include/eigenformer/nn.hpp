@@ -12,3 +12,7 @@
 #include "eigenformer/nn/feedforward.hpp"
 #include "eigenformer/nn/sequential.hpp"
 #include "eigenformer/train/losses.hpp"
+#include "eigenformer/nn/attention.hpp"
+#include "eigenformer/nn/self_attention.hpp"
+#include "eigenformer/nn/multi_head_attention.hpp"
+#include "eigenformer/nn/transformer_block.hpp"

@@ -1,0 +1,129 @@
+// TransformerBlock, pre-LN and post-LN: PyTorch fixtures (forward and every gradient, with dropout),
+// initialisation order, finite differences, residual/normalisation properties and bad input.
+// Tolerances: see support/attention_fixtures.hpp.
+#include <doctest/doctest.h>
+
+#include <eigenformer/nn/transformer_block.hpp>
+
+#include "support/attention_fixtures.hpp"
+
+using namespace eftest;
+namespace nn = ef::nn;
+
+namespace {
+
+template <typename T>
+nn::TransformerBlock<T> block_of(const json& c) {
+  const auto& cfg = c.at("config");
+  nn::TransformerBlockOptions o;
+  o.norm = cfg.at("norm") == "pre" ? nn::NormPosition::pre : nn::NormPosition::post;
+  o.dropout = cfg.at("dropout").get<double>();
+  o.causal = cfg.at("causal").get<bool>();
+  o.layer_norm_eps = cfg.at("layer_norm_eps").get<double>();
+  return nn::TransformerBlock<T>(cfg.at("dim").get<index_t>(), cfg.at("heads").get<index_t>(),
+                                 cfg.at("ff_dim").get<index_t>(), o);
+}
+
+auto block_forward(const json& c) {
+  return [&c](auto& m, const auto& x) {
+    const auto& in = c.at("inputs");
+    return in.contains("mask") ? m.forward(x, fx<bool, 2>(in.at("mask"))) : m.forward(x);
+  };
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("TransformerBlock: pre-LN and post-LN match PyTorch, with dropout and padding (fixtures)", T, float,
+                   double) {
+  for (const char* name : {"block_pre_padding_train", "block_pre_causal_eval", "block_post_padding_train",
+                           "block_post_causal_eval"}) {
+    const auto& c = attention_case(name);
+    auto m = block_of<T>(c);
+    m.attn.keep_weights();
+    run_module_case<T>(m, c, block_forward(c));
+    if (c.contains("weights"))
+      check_attn(*m.attn.attention_weights(), c.at("weights"), name + type_tag<T>() + " weights");
+  }
+}
+
+TEST_CASE("TransformerBlock: manual_seed initialisation equals the seed's block (fixture), parameter names") {
+  const auto& c = attention_case("block_pre_init");
+  ef::manual_seed(c.at("seed").get<std::uint64_t>());
+  auto m = block_of<float>(c);
+  std::vector<std::string> names;
+  for (auto& p : m.named_parameters()) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
+                                          "ff.net.0.weight", "ff.net.0.bias", "ff.net.3.weight", "ff.net.3.bias",
+                                          "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"});
+  const auto& params = c.at("params");
+  for (auto& p : m.named_parameters()) {  // nn.Linear draws an ulp apart at most (see test_attention.cpp)
+    json flat = params.at(p.name);
+    flat["shape"] = std::vector<index_t>{p.data.numel()};
+    check_close(p.data, flat, 1e-6, 1e-7, "init " + p.name);
+  }
+  m.eval();
+  check_attn(m.forward(fx<float, 3>(c.at("inputs").at("x"))), c.at("out"), "init forward");
+  CHECK(m.num_parameters() == 4 * 12 + 12 + 4 * 4 + 4 + 8 * 4 + 8 + 4 * 8 + 4 + 4 * 4);
+}
+
+TEST_CASE("TransformerBlock: backward matches central finite differences (double), both placements") {
+  ef::manual_seed(31);
+  const auto x = ef::randn<double>({2, 5, 12});
+  const auto pad = ef::tensor<bool>({{true, true, true, true, false}, {true, true, false, false, false}});
+  for (const auto norm : {nn::NormPosition::pre, nn::NormPosition::post})
+    for (const bool causal : {false, true}) {
+      nn::TransformerBlock<double> m(12, 3, 16, {.norm = norm, .dropout = 0.0, .causal = causal});
+      for (auto* ln : {&m.norm1, &m.norm2}) {  // move LayerNorm off its identity start
+        ef::normal_(ln->weight->data, 1.0, 0.3);
+        ef::normal_(ln->bias->data, 0.0, 0.3);
+      }
+      auto f = [&pad](auto& mod, const auto& xx) { return mod.forward(xx, pad); };
+      check_module_gradients(m, x, f, std::string(norm == nn::NormPosition::pre ? "pre-LN" : "post-LN") +
+                                          (causal ? " causal" : ""));
+    }
+}
+
+TEST_CASE("TransformerBlock: residual structure, normalised post-LN output, eval determinism") {
+  ef::manual_seed(32);
+  const auto x = ef::randn<float>({2, 5, 12});
+  // Post-LN: the output is LayerNorm's, so every token has mean ~0 and variance ~1 (weight 1, bias 0).
+  nn::TransformerBlock<float> post(12, 3, 0, {.norm = nn::NormPosition::post});
+  CHECK(post.ff.hidden() == 48);  // ff_dim 0 = 4 * dim
+  post.eval();
+  const auto y = post.forward(x);
+  const auto mean = ef::mean(y, -1), var = ef::var(y, -1, false);
+  for (const float v : mean.to_vector()) CHECK(std::abs(v) <= 1e-5f);
+  for (const float v : var.to_vector()) CHECK(std::abs(v - 1.0f) <= 1e-3f);  // eps 1e-5 of a unit variance
+  check_tensors_close(post.forward(x), y, 0, 0, "eval is deterministic");
+
+  // Pre-LN with both sublayers' outputs zeroed (output projections 0) is the identity: the residual path.
+  nn::TransformerBlock<float> pre(12, 3, 16, 0.0);
+  pre.eval();
+  pre.attn.out.weight.data.zero_();
+  pre.attn.out.bias->data.zero_();
+  pre.ff.fc2.weight.data.zero_();
+  pre.ff.fc2.bias->data.zero_();
+  check_tensors_close(pre.forward(x), x, 0, 0, "identity");
+  // ... and its gradient is the identity too.
+  pre.train();
+  pre.forward(x);
+  const auto g = ef::randn<float>({2, 5, 12});
+  check_tensors_close(pre.backward(g), g, 0, 0, "identity gradient");
+}
+
+TEST_CASE("TransformerBlock: bad input") {
+  CHECK_THROWS_WITH_AS(nn::TransformerBlock<float>(256, 6, 1024), doctest::Contains("256 is not divisible by 6"),
+                       std::invalid_argument);
+  nn::TransformerBlock<float> m(12, 3, 16);
+  CHECK_THROWS_WITH_AS(m.forward(ef::zeros<float>({2, 5, 8})),
+                       "TransformerBlock.forward: input [2, 5, 8] x norm1.weight [12]: last dim of the input must be dim 12",
+                       ef::shape_error);
+  CHECK_THROWS_AS(m.forward(ef::zeros<float>({2, 5, 12}), ef::ones<bool>({5, 2})), ef::shape_error);
+  CHECK_THROWS_WITH_AS(m.backward(ef::zeros<float>({2, 5, 12})), doctest::Contains("nothing cached"), std::logic_error);
+  m.eval();
+  m.forward(ef::zeros<float>({2, 5, 12}));
+  CHECK_THROWS_AS(m.backward(ef::zeros<float>({2, 5, 12})), std::logic_error);
+  m.train();
+  m.forward(ef::zeros<float>({2, 5, 12}));
+  CHECK_THROWS_AS(m.backward(ef::zeros<float>({1, 5, 12})), ef::shape_error);
+}
