@@ -5,6 +5,7 @@
 # pinned release tarball is downloaded with FetchContent and checked against its SHA256.
 #
 #   Eigen3         always        (the library links Eigen3::Eigen)
+#   utf8proc       tokenizers    utf8proc::utf8proc (cmake/Findutf8proc.cmake: Debian ships no CMake package)
 #   doctest        tests         doctest::doctest
 #   nlohmann_json  tests         nlohmann_json::nlohmann_json (reads the JSON fixtures)
 #   benchmark      benchmarks    benchmark::benchmark, benchmark::benchmark_main
@@ -60,6 +61,42 @@ if(NOT TARGET Eigen3::Eigen)
   FetchContent_MakeAvailable(eigenformer_eigen)
   eigenformer_header_only_target(Eigen3::Eigen eigenformer_eigen)
   set(EIGENFORMER_EIGEN_FETCHED ON)
+endif()
+
+# --- utf8proc (eigenformer::tokenizers) ------------------------------------------------------------
+# Unicode categories, case mappings and NFD for the tokenizers. Found by cmake/Findutf8proc.cmake
+# (header + library + pkg-config hints); the fallback compiles the pinned release's single C source into
+# a static library that is installed and exported with eigenformer::tokenizers (as eigenformer::utf8proc).
+set(EIGENFORMER_UTF8PROC_FETCHED OFF)
+if(EIGENFORMER_BUILD_TOKENIZERS)
+  if(NOT TARGET utf8proc::utf8proc)
+    find_package(utf8proc MODULE QUIET)
+  endif()
+  if(NOT TARGET utf8proc::utf8proc)
+    eigenformer_require_fetch(utf8proc)
+    # SHA256 of the v2.8.0 GitHub archive confirmed in public build recipes that pin the same URL
+    # (Homebrew's Formula/utf8proc.rb, Spack's utf8proc/package.py, xmake-repo's packages/u/utf8proc) and
+    # equal to Debian's utf8proc_2.8.0.orig.tar.gz. 2.8.0 is Debian 12's version (Unicode 15.0), so both
+    # paths give the same character data.
+    FetchContent_Declare(
+      eigenformer_utf8proc
+      URL https://github.com/JuliaStrings/utf8proc/archive/v2.8.0.tar.gz
+      URL_HASH SHA256=a0a60a79fe6f6d54e7d411facbfcc867a6e198608f2cd992490e46f04b1bcecc
+      SOURCE_SUBDIR do-not-configure-utf8proc
+      ${EIGENFORMER_FETCH_COMMON_ARGS})
+    FetchContent_MakeAvailable(eigenformer_utf8proc)
+    FetchContent_GetProperties(eigenformer_utf8proc SOURCE_DIR _utf8proc_dir)
+    enable_language(C)
+    # utf8proc.c #includes utf8proc_data.c: one translation unit.
+    add_library(eigenformer_utf8proc STATIC "${_utf8proc_dir}/utf8proc.c")
+    target_include_directories(eigenformer_utf8proc PUBLIC $<BUILD_INTERFACE:${_utf8proc_dir}>
+                                                           $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    target_compile_definitions(eigenformer_utf8proc PUBLIC UTF8PROC_STATIC)
+    set_target_properties(eigenformer_utf8proc PROPERTIES EXPORT_NAME utf8proc POSITION_INDEPENDENT_CODE ON)
+    add_library(utf8proc::utf8proc ALIAS eigenformer_utf8proc)
+    set(EIGENFORMER_UTF8PROC_HEADER "${_utf8proc_dir}/utf8proc.h")
+    set(EIGENFORMER_UTF8PROC_FETCHED ON)
+  endif()
 endif()
 
 # --- doctest + nlohmann_json (tests only) ----------------------------------------------------------

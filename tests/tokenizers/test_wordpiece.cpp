@@ -1,0 +1,475 @@
+// BertTokenizer (include/eigenformer/tokenizers/wordpiece.hpp).
+//
+// References: tests/data/bert_reference.json, written by tools/reference/tokenizers/bert_reference.py, an
+// independent Python implementation of BERT's published algorithm (unicodedata, Unicode 14.0): WordPiece ids
+// of all 9,613 SST-2 sentences (per-chunk SHA-256 + the first 200 in full), of every line of
+// tests/data/tokenizer_hard_cases.txt, and of a sweep over every assigned code point in four contexts. The
+// basic-tokenizer half of the sweep needs no vocabulary and runs in the unit suite; everything that reads
+// bert-base-uncased/vocab.txt or SST-2 is in the "data" suite. Agreement must be exact (ids are integers).
+// The small hand-made vocabulary below checks WordPiece's rules and encode_plus without the data set.
+#include <doctest/doctest.h>
+
+#include <eigenformer/tokenizers/wordpiece.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/fixtures.hpp"
+#include "support/sha256.hpp"
+
+namespace {
+
+namespace tk = eigenformer::tokenizers;
+using eftest::json;
+using Ids = std::vector<std::int64_t>;
+using Words = std::vector<std::string>;
+
+const json& reference() {
+  static const json j = eftest::load_fixture("bert_reference.json");
+  return j;
+}
+
+// A file of the shared data set; fails (does not skip) when EIGENFORMER_DATA_DIR is unset or lacks it.
+std::filesystem::path data_file(const std::string& relative) {
+  const std::string dir = EIGENFORMER_DATA_DIR;
+  REQUIRE_MESSAGE(!dir.empty(), "EIGENFORMER_DATA_DIR is not set (the data suite needs ../shared/data)");
+  const auto path = std::filesystem::path(dir) / relative;
+  REQUIRE_MESSAGE(std::filesystem::exists(path), path.string() << " is missing");
+  return path;
+}
+
+const tk::BertTokenizer& bert_base_uncased() {
+  static const auto tok = tk::BertTokenizer::from_file(data_file("bert-base-uncased/vocab.txt"));
+  return tok;
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in, "cannot open " << path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Lines split on '\n' only, a final empty line dropped (as the reference script splits them).
+std::vector<std::string> byte_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    const std::size_t end = nl == std::string::npos ? text.size() : nl;
+    lines.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+std::string ids_text(const Ids& ids) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ' ';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+// The reference's sweep input for one plane: for each code point c outside the skipped ranges, the words
+// "A" c "b", c U+03A3, "A" c U+03A3 and "A" U+03A3 c, joined by single spaces (planes 15 and 16, private use
+// throughout, sampled: every 1024th code point and U+xFFFD).
+std::string sweep_text(char32_t plane, const json& skip_ranges) {
+  std::string text;
+  std::size_t r = 0;
+  const std::string sigma = "\xCE\xA3";
+  for (char32_t cp = plane << 16; cp <= ((plane << 16) | 0xFFFF); ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    while (r < skip_ranges.size() && skip_ranges[r][1].get<char32_t>() < cp) ++r;
+    if (r < skip_ranges.size() && skip_ranges[r][0].get<char32_t>() <= cp) continue;
+    if (cp >= 0xF0000 && (cp & 0x3FF) != 0 && (cp & 0xFFFF) != 0xFFFD) continue;  // private use: sampled
+    const std::string c = tk::unicode::to_utf8(cp);
+    if (!text.empty()) text += ' ';
+    text += "A" + c + "b " + c + sigma + " A" + c + sigma + " A" + sigma + c;
+  }
+  return text;
+}
+
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// A vocabulary small enough to reason about by hand.
+const tk::BertTokenizer& toy() {
+  static const tk::BertTokenizer tok(Words{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able",
+                                           "hello", "world", ",", "!", "a", "aa", "##a", "##ab", "中", "##",
+                                           "##s"});
+  return tok;
+}
+
+// A temporary file with the given bytes, removed at scope exit.
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& name, const std::string& bytes)
+      : path(std::filesystem::temp_directory_path() / ("eigenformer_test_" + name)) {
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+}  // namespace
+
+TEST_CASE("support: SHA-256 known answers (FIPS 180-4 examples)") {
+  CHECK(eftest::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(eftest::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(eftest::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  eftest::Sha256 split;  // the same bytes fed in pieces that straddle the 64-byte blocks
+  split.update("abcdbcdecdefdefgefghfghighijhijkijkl").update("jklmklmnlmnomnopnopq");
+  CHECK(split.hexdigest() == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST_CASE("wordpiece: basic tokenizer, hand-verified cases (each also run through bert_reference.py)") {
+  const tk::BasicTokenizer lower;
+  CHECK(lower.tokenize("Héllo") == Words{"hello"});
+  CHECK(lower.tokenize("HÉLLO wörld") == Words{"hello", "world"});
+  CHECK(lower.tokenize("Crème Brûlée") == Words{"creme", "brulee"});
+  CHECK(lower.tokenize("e\xCC\x81") == Words{"e"});  // e + combining acute, already decomposed
+  CHECK(lower.tokenize("ＨＥＬＬＯ") == Words{"ｈｅｌｌｏ"});  // NFD does not fold width (NFKC would)
+  CHECK(lower.tokenize("你好 world") == Words{"你", "好", "world"});
+  CHECK(lower.tokenize("don't!") == Words{"don", "'", "t", "!"});
+  CHECK(lower.tokenize("$5+3^2`") == Words{"$", "5", "+", "3", "^", "2", "`"});  // ASCII symbols split too
+  CHECK(lower.tokenize("a\tb\nc\rd") == Words{"a", "b", "c", "d"});
+  CHECK(lower.tokenize(std::string("a\0b", 3)) == Words{"ab"});  // NUL dropped, no split
+  CHECK(lower.tokenize("a\x07" "b") == Words{"ab"});                // Cc dropped
+  CHECK(lower.tokenize("x\xC2\x85y") == Words{"xy"});             // U+0085 is Cc, not whitespace, for BERT
+  CHECK(lower.tokenize("a\xE2\x80\x8B" "b") == Words{"ab"});       // U+200B ZERO WIDTH SPACE is Cf
+  CHECK(lower.tokenize("a\xC2\xA0" "b") == Words{"a", "b"});       // U+00A0 is Zs
+  CHECK(lower.tokenize("a\xE2\x80\xA8" "b") == Words{"a", "b"});   // U+2028 (Zl) splits in str.split()
+  CHECK(lower.tokenize("a\xEF\xBF\xBD" "b") == Words{"ab"});       // U+FFFD dropped
+  CHECK(lower.tokenize("a\xEE\x80\x80" "b") == Words{"a\xEE\x80\x80" "b"});  // private use (Co) kept
+  CHECK(lower.tokenize("a\xCD\xB8" "b") == Words{"a\xCD\xB8" "b"});  // unassigned U+0378 kept
+  SUBCASE("invalid UTF-8 is dropped like U+FFFD, never throws, and does not split the word") {
+    CHECK(lower.tokenize("ab\xFF" "cd") == Words{"abcd"});
+    CHECK(lower.tokenize("\xE2\x82x") == Words{"x"});          // truncated sequence: the 'x' survives
+    CHECK(lower.tokenize("\xC0\xAFz") == Words{"z"});          // overlong '/'
+    CHECK(lower.tokenize("\xED\xA0\x80q") == Words{"q"});      // encoded surrogate
+    CHECK(lower.tokenize("\xF4\x90\x80\x80") == Words{});      // above U+10FFFF
+  }
+  SUBCASE("lower-casing is Python's str.lower()") {
+    CHECK(lower.tokenize("ΟΔΟΣ") == Words{"οδος"});            // final sigma
+    CHECK(lower.tokenize("ΟΔΟΣ.") == Words{"οδος", "."});      // '.' is case-ignorable: still final
+    CHECK(lower.tokenize("ΣΑ") == Words{"σα"});
+    CHECK(lower.tokenize("İstanbul") == Words{"istanbul"});    // U+0130 -> i + U+0307 -> i
+  }
+  const tk::BasicTokenizer cased(false);
+  CHECK(cased.tokenize("Héllo, WORLD") == Words{"Héllo", ",", "WORLD"});
+  CHECK(cased.tokenize("ΟΔΟΣ") == Words{"ΟΔΟΣ"});
+}
+
+TEST_CASE("wordpiece: basic tokenizer on invalid UTF-8 and NUL equals the reference (byte cases)") {
+  const tk::BasicTokenizer basic;
+  const json& cases = reference().at("byte_cases");
+  CHECK(cases.size() >= 20);
+  for (const json& c : cases) {
+    INFO("bytes " << c.at("hex").get<std::string>());
+    CHECK(basic.tokenize(from_hex(c.at("hex").get<std::string>())) == c.at("tokens").get<Words>());
+  }
+}
+
+TEST_CASE("wordpiece: basic tokenizer equals the reference on every assigned code point in four contexts") {
+  const json& sweep = reference().at("sweep");
+  const json& skip = sweep.at("skip_ranges");
+  const tk::BasicTokenizer basic;
+  std::vector<std::string> words;
+  for (const json& plane : sweep.at("planes")) {
+    const auto p = plane.at("plane").get<char32_t>();
+    INFO("plane " << static_cast<unsigned>(p) << " (dump the reference with bert_reference.py --dump-sweep LO HI)");
+    words.clear();
+    basic.tokenize_into(sweep_text(p, skip), words);
+    std::string joined;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (i) joined += '\n';
+      joined += words[i];
+    }
+    CHECK(words.size() == plane.at("tokens").get<std::size_t>());
+    CHECK(eftest::sha256_hex(joined) == plane.at("tokens_sha256").get<std::string>());
+  }
+}
+
+TEST_CASE("wordpiece: greedy longest-match-first on a hand-made vocabulary") {
+  const auto& tok = toy();
+  CHECK(tok.tokenize("unaffable") == Words{"un", "##aff", "##able"});
+  CHECK(tok.encode("unaffable") == Ids{5, 6, 7});
+  CHECK(tok.tokenize("aaaa") == Words{"aa", "##a", "##a"});  // longest first: "aa", not "a"
+  CHECK(tok.tokenize("aab") == Words{"[UNK]"});  // no backtracking, though "a" "##ab" would cover it
+  CHECK(tok.tokenize("Hello, World!") == Words{"hello", ",", "world", "!"});
+  CHECK(tok.tokenize("中文") == Words{"中", "[UNK]"});
+  CHECK(tok.encode("hello zzz world") == Ids{8, 1, 9});  // one [UNK] per unknown word
+  CHECK(tok.encode(std::string(100, 'a')).size() == 99);    // "aa" + 98 x "##a": 100 characters is allowed
+  CHECK(tok.encode(std::string(101, 'a')) == Ids{1});       // 101 is over max_input_chars_per_word
+  CHECK(tok.encode("hello", true) == Ids{2, 8, 3});
+  CHECK(tok.encode("") == Ids{});
+  CHECK(tok.encode(" \t\n") == Ids{});
+  CHECK(tok.vocab_size() == 19);
+  CHECK(tok.token_to_id("##able") == 7);
+  CHECK_FALSE(tok.token_to_id("able").has_value());
+  CHECK(tok.id_to_token(16) == "中");
+  CHECK(tok.pad_id() == 0);
+  CHECK(tok.unk_id() == 1);
+  CHECK(tok.cls_id() == 2);
+  CHECK(tok.sep_id() == 3);
+  CHECK(tok.mask_id() == 4);
+}
+
+TEST_CASE("wordpiece: decode joins with spaces, glues ## pieces, keeps special tokens") {
+  const auto& tok = toy();
+  CHECK(tok.decode(Ids{2, 8, 10, 9, 11, 3}) == "[CLS] hello , world ! [SEP]");
+  CHECK(tok.decode(Ids{5, 6, 7, 0, 0}) == "unaffable [PAD] [PAD]");
+  CHECK(tok.decode(Ids{8, 18}) == "hellos");
+  CHECK(tok.decode(Ids{18, 8}) == "##s hello");  // nothing to glue to at the start
+  CHECK(tok.decode(Ids{8, 17, 9}) == "hello world");  // a bare "##" vanishes (" ##" removed)
+  CHECK(tok.decode(Ids{}) == "");
+  CHECK(tok.decode(tok.encode("Hello, unaffable world!")) == "hello , unaffable world !");
+}
+
+TEST_CASE("wordpiece: encode_plus as Hugging Face's (specials, token types, truncation, padding)") {
+  const auto& tok = toy();
+  using tk::Padding;
+  auto e = tok.encode_plus("hello world");
+  CHECK(e.input_ids == Ids{2, 8, 9, 3});
+  CHECK(e.token_type_ids == Ids{0, 0, 0, 0});
+  CHECK(e.attention_mask == Ids{1, 1, 1, 1});
+
+  e = tok.encode_plus("hello", "world !");
+  CHECK(e.input_ids == Ids{2, 8, 3, 9, 11, 3});
+  CHECK(e.token_type_ids == Ids{0, 0, 0, 1, 1, 1});
+  CHECK(e.attention_mask == Ids{1, 1, 1, 1, 1, 1});
+
+  e = tok.encode_plus("hello", "world", {.max_length = 8, .padding = Padding::max_length});
+  CHECK(e.input_ids == Ids{2, 8, 3, 9, 3, 0, 0, 0});
+  CHECK(e.token_type_ids == Ids{0, 0, 0, 1, 1, 0, 0, 0});
+  CHECK(e.attention_mask == Ids{1, 1, 1, 1, 1, 0, 0, 0});
+
+  e = tok.encode_plus("hello world", std::nullopt, {.padding = Padding::longest});  // one sequence: no padding
+  CHECK(e.input_ids == Ids{2, 8, 9, 3});
+
+  e = tok.encode_plus("hello", std::nullopt, {.add_special_tokens = false});
+  CHECK(e.input_ids == Ids{8});
+
+  SUBCASE("truncation of one sequence keeps its head") {
+    e = tok.encode_plus("hello world hello world", std::nullopt, {.max_length = 4, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 8, 9, 3});
+    e = tok.encode_plus("hello world", std::nullopt, {.max_length = 2, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 3});
+    e = tok.encode_plus("hello world hello", std::nullopt, {.max_length = 4});  // truncation off: untouched
+    CHECK(e.input_ids.size() == 5);
+  }
+  SUBCASE("longest_first: the longer sequence loses tokens first, the second one on ties") {
+    // A = hello world hello world ! (5), B = un ##aff (2), room for 4: A loses its 3 extra tokens.
+    e = tok.encode_plus("hello world hello world !", "unaff", {.max_length = 7, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 6, 3});
+    CHECK(e.token_type_ids == Ids{0, 0, 0, 0, 1, 1, 1});
+    // 3 + 3, room for 4: one from each.
+    e = tok.encode_plus("hello world !", "unaffable", {.max_length = 7, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 6, 3});
+    // 3 + 3, room for 3: the odd token comes from the second sequence.
+    e = tok.encode_plus("hello world !", "unaffable", {.max_length = 6, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 3});
+    // 2 + 5, room for 4: B loses 3.
+    e = tok.encode_plus("hello world", "un aaaa ,", {.max_length = 7, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 13, 3});
+    // 4 + 2, room for 3: A loses 2 to equalise, then B loses the odd one.
+    e = tok.encode_plus("hello world hello world", "hello world", {.max_length = 6, .truncation = true});
+    CHECK(e.input_ids == Ids{2, 8, 9, 3, 8, 3});
+  }
+  SUBCASE("truncation cannot remove the special tokens") {
+    const auto msg = error_of([&] { tok.encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
+    CHECK(msg.find("max_length 2") != std::string::npos);
+    CHECK(msg.find("3 special tokens") != std::string::npos);
+  }
+}
+
+TEST_CASE("wordpiece: encode_batch gives [batch, length] tensors") {
+  const auto& tok = toy();
+  const std::vector<std::string> texts{"hello", "hello world !"};
+  auto b = tok.encode_batch(texts);
+  REQUIRE(b.input_ids.shape() == eigenformer::Shape<2>{2, 5});
+  CHECK(b.input_ids.to_vector() == Ids{2, 8, 3, 0, 0, 2, 8, 9, 11, 3});
+  CHECK(b.attention_mask.to_vector() == Ids{1, 1, 1, 0, 0, 1, 1, 1, 1, 1});
+  CHECK(b.token_type_ids.to_vector() == Ids(10, 0));
+
+  const std::vector<std::string> pairs{"world", "un"};
+  b = tok.encode_batch(texts, pairs, {.max_length = 6, .padding = tk::Padding::max_length, .truncation = true});
+  REQUIRE(b.input_ids.shape() == eigenformer::Shape<2>{2, 6});
+  CHECK(b.input_ids.to_vector() == Ids{2, 8, 3, 9, 3, 0, /**/ 2, 8, 9, 3, 5, 3});
+  CHECK(b.token_type_ids.to_vector() == Ids{0, 0, 0, 1, 1, 0, /**/ 0, 0, 0, 0, 1, 1});
+  CHECK(b.attention_mask.to_vector() == Ids{1, 1, 1, 1, 1, 0, /**/ 1, 1, 1, 1, 1, 1});
+
+  CHECK(error_of([&] { tok.encode_batch(texts, {}, {.padding = tk::Padding::none}); })
+            .find("use Padding::longest") != std::string::npos);
+  CHECK(error_of([&] { tok.encode_batch(texts, std::vector<std::string>{"x"}); }).find("2 texts but 1 pairs") !=
+        std::string::npos);
+}
+
+TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, or the id and size") {
+  SUBCASE("missing file") {
+    const auto msg = error_of([] { tk::BertTokenizer::from_file("/nonexistent/dir/vocab.txt"); });
+    CHECK(msg == "/nonexistent/dir/vocab.txt: cannot open the vocabulary file");
+  }
+  SUBCASE("empty file") {
+    const TempFile f("empty_vocab.txt", "");
+    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) ==
+          f.path.string() + ": empty file, expected one token per line");
+  }
+  SUBCASE("duplicate token") {
+    const TempFile f("dup_vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\nhello\n");
+    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) ==
+          f.path.string() + ":8: duplicate token \"hello\" (first on line 6)");
+  }
+  SUBCASE("blank line") {
+    const TempFile f("blank_vocab.txt", "[PAD]\n[UNK]\n\n[CLS]\n");
+    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) == f.path.string() + ":3: empty token (blank line)");
+  }
+  SUBCASE("invalid UTF-8") {
+    const TempFile f("utf8_vocab.txt", "[PAD]\n[UNK]\nab\xFF\n");
+    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) ==
+          f.path.string() + ":3: invalid UTF-8 at byte 2 of the token");
+  }
+  SUBCASE("missing special token") {
+    const TempFile f("nomask_vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
+    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }).starts_with(f.path.string() + ": no [MASK] token"));
+  }
+  SUBCASE("CRLF lines and a missing final newline are fine") {
+    const TempFile f("crlf_vocab.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nhello");
+    const auto tok = tk::BertTokenizer::from_file(f.path);
+    CHECK(tok.vocab_size() == 6);
+    CHECK(tok.encode("Hello") == Ids{5});
+  }
+  SUBCASE("ids outside the vocabulary") {
+    const auto& tok = toy();
+    CHECK(error_of([&] { tok.decode(Ids{8, 19}); }) == "id 19 is outside the vocabulary (size 19)");
+    CHECK(error_of([&] { tok.decode(Ids{-1}); }) == "id -1 is outside the vocabulary (size 19)");
+    CHECK_THROWS_AS(tok.id_to_token(1000), tk::token_id_error);
+    CHECK_THROWS_AS(tok.id_to_token(1000), std::out_of_range);
+  }
+}
+
+TEST_SUITE("data") {
+  TEST_CASE("wordpiece: bert-base-uncased, the seed's sentence and hand-verified words") {
+    const auto& tok = bert_base_uncased();
+    CHECK(tok.vocab_size() == 30522);
+    CHECK(tok.pad_id() == 0);
+    CHECK(tok.unk_id() == 100);
+    CHECK(tok.cls_id() == 101);
+    CHECK(tok.sep_id() == 102);
+    CHECK(tok.mask_id() == 103);
+    const auto& we = eftest::worked_examples().at("bert_tokenizer_ids");
+    CHECK(tok.encode(we.at("text").get<std::string>()) == we.at("ids").get<Ids>());
+    CHECK(tok.encode("time flies like an arrow") == Ids{2051, 10029, 2066, 2019, 8612});
+    CHECK(tok.encode("time flies like an arrow", true) == Ids{101, 2051, 10029, 2066, 2019, 8612, 102});
+    CHECK(reference().at("time_flies").get<Ids>() == Ids{2051, 10029, 2066, 2019, 8612});
+    // The paper's "un ##aff ##able" comes from a different vocabulary; bert-base-uncased has "una".
+    CHECK(tok.tokenize("unaffable") == Words{"una", "##ffa", "##ble"});
+    CHECK(tok.tokenize("Héllo") == Words{"hello"});
+    CHECK(tok.encode("Héllo") == tok.encode("hello"));
+    CHECK(tok.tokenize("中国 ΟΔΟΣ") == Words{"中", "国", "ο", "##δ", "##ος"});  // final sigma: "##ος"
+    CHECK(tok.tokenize("don't stop!") == Words{"don", "'", "t", "stop", "!"});
+    CHECK(tok.decode(tok.encode("Héllo, unaffable world!", true)) == "[CLS] hello , unaffable world ! [SEP]");
+  }
+
+  TEST_CASE("wordpiece: all 9,613 SST-2 sentences equal the reference ids") {
+    const auto& tok = bert_base_uncased();
+    const json& sst2 = reference().at("sst2");
+    const json& chunks = sst2.at("chunks");
+    const json& first = sst2.at("first");
+    const auto chunk_size = sst2.at("chunk_size").get<std::size_t>();
+    std::size_t count = 0, total_ids = 0, chunk = 0, chunk_ids = 0, in_chunk = 0, mismatched_chunks = 0;
+    eftest::Sha256 digest;
+    auto close_chunk = [&] {
+      INFO("chunk " << chunk << " (sentences " << chunk * chunk_size << "..)");
+      REQUIRE(chunk < chunks.size());
+      CHECK(in_chunk == chunks[chunk].at("sentences").get<std::size_t>());
+      CHECK(chunk_ids == chunks[chunk].at("ids").get<std::size_t>());
+      if (digest.hexdigest() != chunks[chunk].at("sha256").get<std::string>()) ++mismatched_chunks;
+      digest = eftest::Sha256();
+      ++chunk;
+      chunk_ids = in_chunk = 0;
+    };
+    for (const std::string name : {"train.txt", "dev.txt", "test.txt"}) {
+      const auto lines = byte_lines(read_bytes(data_file("sst2/" + name)));
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        const auto space = lines[i].find(' ');
+        REQUIRE_MESSAGE(space != std::string::npos, "sst2/" << name << ":" << i + 1 << ": no label");
+        const Ids ids = tok.encode(std::string_view(lines[i]).substr(space + 1));
+        if (count < first.size()) {
+          INFO("sst2/" << name << ":" << i + 1 << ": " << lines[i]);
+          CHECK(ids == first[count].get<Ids>());
+        }
+        digest.update(ids_text(ids) + "\n");
+        ++count;
+        ++in_chunk;
+        chunk_ids += ids.size();
+        total_ids += ids.size();
+        if (in_chunk == chunk_size) close_chunk();
+      }
+    }
+    if (in_chunk > 0) close_chunk();
+    CHECK(count == 9613);
+    CHECK(count == sst2.at("sentences").get<std::size_t>());
+    CHECK(total_ids == sst2.at("ids").get<std::size_t>());
+    CHECK(chunk == chunks.size());
+    CHECK(mismatched_chunks == 0);
+  }
+
+  TEST_CASE("wordpiece: every line of the hard-case file equals the reference") {
+    const auto& tok = bert_base_uncased();
+    const std::string file = read_bytes(std::filesystem::path(EIGENFORMER_TEST_DATA_DIR) / "tokenizer_hard_cases.txt");
+    const json& section = reference().at("hard_cases");
+    REQUIRE_MESSAGE(eftest::sha256_hex(file) == section.at("sha256").get<std::string>(),
+                    "tests/data/tokenizer_hard_cases.txt changed after bert_reference.json was written: rerun "
+                    "/usr/bin/python3 tools/reference/tokenizers/bert_reference.py");
+    const auto lines = byte_lines(file);
+    const json& cases = section.at("cases");
+    std::size_t expected_cases = 0;
+    for (const auto& line : lines) expected_cases += line.starts_with('#') ? 0 : 1;
+    CHECK(cases.size() == expected_cases);
+    for (const json& c : cases) {
+      const auto n = c.at("line").get<std::size_t>();
+      REQUIRE(n >= 1);
+      REQUIRE(n <= lines.size());
+      INFO("tokenizer_hard_cases.txt:" << n);
+      CHECK(tok.basic_tokenize(lines[n - 1]) == c.at("tokens").get<Words>());
+      CHECK(tok.encode(lines[n - 1]) == c.at("ids").get<Ids>());
+    }
+  }
+
+  TEST_CASE("wordpiece: ids of the byte cases (invalid UTF-8) equal the reference") {
+    const auto& tok = bert_base_uncased();
+    for (const json& c : reference().at("byte_cases")) {
+      const std::string bytes = from_hex(c.at("hex").get<std::string>());
+      INFO("bytes " << c.at("hex").get<std::string>());
+      CHECK(tok.encode(bytes) == c.at("ids").get<Ids>());
+    }
+  }
+
+  TEST_CASE("wordpiece: ids of the code point sweep equal the reference") {
+    const auto& tok = bert_base_uncased();
+    const json& sweep = reference().at("sweep");
+    for (const json& plane : sweep.at("planes")) {
+      const auto p = plane.at("plane").get<char32_t>();
+      const Ids ids = tok.encode(sweep_text(p, sweep.at("skip_ranges")));
+      INFO("plane " << static_cast<unsigned>(p));
+      CHECK(ids.size() == plane.at("ids").get<std::size_t>());
+      CHECK(eftest::sha256_hex(ids_text(ids)) == plane.at("ids_sha256").get<std::string>());
+    }
+  }
+}
