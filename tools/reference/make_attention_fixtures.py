@@ -41,17 +41,15 @@ os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
-import struct  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-FORMAT = "eigenformer-fixtures"
-VERSION = 1
+from fixture_io import FORMAT, VERSION, data_gen, enc, fval, jnum, write_fixture  # noqa: E402,F401
+
 F32 = torch.float32
 HERE = os.path.dirname(os.path.abspath(__file__))
 INF = math.inf
@@ -59,62 +57,8 @@ B, T, C, NH = 2, 5, 12, 3
 
 
 # ---------------------------------------------------------------------------
-# Encoding (as make_nn_fixtures.py: float32 values as their shortest round-tripping decimal)
+# Inputs rounded to 4 decimals (fixture_io.py does the encoding)
 # ---------------------------------------------------------------------------
-
-def f32_bits(v):
-    return struct.unpack("f", struct.pack("f", v))[0]
-
-
-def fval(x, dtype):
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if dtype == F32:
-        short = float(repr(np.float32(x)))
-        if f32_bits(short) == x:
-            return short
-    return x
-
-
-def enc(t):
-    t = t.detach().contiguous()
-    flat = t.reshape(-1).tolist()
-    if t.dtype == torch.bool:
-        return {"dtype": "bool", "shape": list(t.shape), "data": [bool(v) for v in flat]}
-    if t.dtype == torch.int64:
-        return {"dtype": "int64", "shape": list(t.shape), "data": [int(v) for v in flat]}
-    names = {torch.float32: "float32", torch.float64: "float64"}
-    return {"dtype": names[t.dtype], "shape": list(t.shape), "data": [fval(v, t.dtype) for v in flat]}
-
-
-def jnum(v):
-    return fval(v, torch.float64) if isinstance(v, float) else v
-
-
-def write_fixture(path, cases):
-    names = [c["name"] for c in cases]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise AssertionError("duplicate case names: %s" % dup)
-    dump = lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n],"
-            '"format":%s,"torch":%s,"version":%s}\n'
-            % (dump(FORMAT), dump(torch.__version__), dump(VERSION)))
-    json.loads(text)
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.write(text)
-    return len(text.encode("ascii"))
-
-
-def data_gen(seed):
-    """Inputs, probes and parameter values come from their own generators, never the global stream."""
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
-
 
 def q4(t):
     """Rounded to 4 decimals (as float32): short in JSON, and exactly the value computed with."""

@@ -44,16 +44,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import struct  # noqa: E402
 import subprocess  # noqa: E402
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-FORMAT = "eigenformer-fixtures"
-VERSION = 1
+from fixture_io import FORMAT, VERSION, data_gen, enc, fval, jnum, write_fixture  # noqa: E402,F401
+
 F32 = torch.float32
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,54 +59,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # ---------------------------------------------------------------------------
 # Encoding
 # ---------------------------------------------------------------------------
-
-def f32_bits(v):
-    return struct.unpack("f", struct.pack("f", v))[0]
-
-
-def fval(x, dtype):
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if dtype == F32:
-        short = float(repr(np.float32(x)))
-        if f32_bits(short) == x:  # round-trips through double -> float32
-            return short
-    return x
-
-
-def enc(t):
-    t = t.detach().contiguous()
-    flat = t.reshape(-1).tolist()
-    if t.dtype == torch.int64:
-        return {"dtype": "int64", "shape": list(t.shape), "data": [int(v) for v in flat]}
-    names = {torch.float32: "float32", torch.float64: "float64"}
-    return {"dtype": names[t.dtype], "shape": list(t.shape), "data": [fval(v, t.dtype) for v in flat]}
-
-
-def write_fixture(path, cases):
-    names = [c["name"] for c in cases]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise AssertionError("duplicate case names: %s" % dup)
-    dump = lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n],"
-            '"format":%s,"torch":%s,"version":%s}\n'
-            % (dump(FORMAT), dump(torch.__version__), dump(VERSION)))
-    json.loads(text)
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.write(text)
-    return len(text.encode("ascii"))
-
-
-def data_gen(seed):
-    """Inputs, probes and perturbations come from their own generator, never the global stream."""
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
-
 
 # ---------------------------------------------------------------------------
 # The layers, in PyTorch, exactly as the seeds / Hugging Face write them

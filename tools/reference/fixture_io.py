@@ -1,0 +1,72 @@
+"""The "eigenformer-fixtures" version 1 envelope shared by the layer reference scripts
+(make_nn_fixtures.py, make_attention_fixtures.py, make_gpt2_fixtures.py): how tensors are encoded and how a
+file is written. See README.md ("Format (version 1)").
+
+Float32 values are written as the shortest decimal that round-trips the float32 (parse as double, then cast
+to float32), which keeps the files small; JSON has no inf/nan, so those are the strings "inf", "-inf", "nan".
+Files are written with sorted keys and one case a line, so every run writes the same bytes.
+"""
+
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+
+FORMAT = "eigenformer-fixtures"
+VERSION = 1
+
+
+def f32_bits(v):
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def fval(x, dtype):
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if dtype == torch.float32:
+        short = float(repr(np.float32(x)))
+        if f32_bits(short) == x:
+            return short
+    return x
+
+
+def enc(t):
+    t = t.detach().contiguous()
+    flat = t.reshape(-1).tolist()
+    if t.dtype == torch.bool:
+        return {"dtype": "bool", "shape": list(t.shape), "data": [bool(v) for v in flat]}
+    if t.dtype == torch.int64:
+        return {"dtype": "int64", "shape": list(t.shape), "data": [int(v) for v in flat]}
+    names = {torch.float32: "float32", torch.float64: "float64"}
+    return {"dtype": names[t.dtype], "shape": list(t.shape), "data": [fval(v, t.dtype) for v in flat]}
+
+
+def jnum(v):
+    return fval(v, torch.float64) if isinstance(v, float) else v
+
+
+def write_fixture(path, cases):
+    names = [c["name"] for c in cases]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise AssertionError("duplicate case names: %s" % dup)
+    dump = lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"), allow_nan=False)  # noqa: E731
+    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n],"
+            '"format":%s,"torch":%s,"version":%s}\n'
+            % (dump(FORMAT), dump(torch.__version__), dump(VERSION)))
+    json.loads(text)
+    with open(path, "w", encoding="ascii", newline="\n") as f:
+        f.write(text)
+    return len(text.encode("ascii"))
+
+
+def data_gen(seed):
+    """Inputs, probes and parameter values come from their own generators, never the global stream."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
