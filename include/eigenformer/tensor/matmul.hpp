@@ -87,8 +87,13 @@ Tensor<T, R> batched_matmul(const Tensor<T, R>& a_in, const Tensor<T, R>& b_in, 
     auto c = t.contiguous();
     return std::pair{c, classify(rows, cols, c.strides()[R - 2], c.strides()[R - 1])};
   };
-  const auto [a, ainfo] = prepare(a_in, m, k);
-  const auto [b, binfo] = prepare(b_in, k, n);
+  // Named variables, not structured bindings: Clang before 16 cannot capture bindings in the lambdas below.
+  const auto a_prepared = prepare(a_in, m, k);
+  const auto b_prepared = prepare(b_in, k, n);
+  const Tensor<T, R>& a = a_prepared.first;
+  const Tensor<T, R>& b = b_prepared.first;
+  const auto ainfo = a_prepared.second;
+  const auto binfo = b_prepared.second;
 
   using OutMap = Eigen::Map<RowMajorMatrix<T>, Eigen::Aligned64>;
   // b shared by every batch (a Linear layer's weight) and a contiguous: one GEMM over all batch rows.
