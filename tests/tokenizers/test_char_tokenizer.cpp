@@ -9,21 +9,14 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "support/errors.hpp"
+
+using eftest::error_of;
 
 namespace {
 
 namespace tk = eigenformer::tokenizers;
 using Ids = std::vector<std::int64_t>;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 }  // namespace
 

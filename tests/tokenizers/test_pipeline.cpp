@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "support/fixtures.hpp"
+#include "support/errors.hpp"
+
+using eftest::error_of;
 
 namespace {
 
@@ -41,16 +44,6 @@ struct WordLengths {
 static_assert(tk::TextEncoder<WordLengths>);
 static_assert(tk::TextEncoder<tk::GPT2Tokenizer>);
 static_assert(tk::TextEncoder<tk::CharTokenizer>);
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 Ids iota_ids(std::int64_t n) {
   Ids v(static_cast<std::size_t>(n));

@@ -17,6 +17,9 @@
 
 #include "support/fixtures.hpp"
 #include "support/sha256.hpp"
+#include "support/errors.hpp"
+
+using eftest::error_of;
 
 namespace {
 
@@ -114,16 +117,6 @@ struct TempFile {
   }
   ~TempFile() { std::filesystem::remove(path); }
 };
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 }  // namespace
 
