@@ -5,9 +5,10 @@
 # pinned release tarball is downloaded with FetchContent and checked against its SHA256.
 #
 #   Eigen3         always        (the library links Eigen3::Eigen)
+#   nlohmann_json  always        (the library links nlohmann_json::nlohmann_json: safetensors headers in
+#                                eigenformer/io; the tests also read their JSON fixtures with it)
 #   utf8proc       tokenizers    utf8proc::utf8proc (cmake/Findutf8proc.cmake: Debian ships no CMake package)
 #   doctest        tests         doctest::doctest
-#   nlohmann_json  tests         nlohmann_json::nlohmann_json (reads the JSON fixtures)
 #   benchmark      benchmarks    benchmark::benchmark, benchmark::benchmark_main
 #
 # Eigen, doctest and nlohmann_json are header-only: their archives are only unpacked (SOURCE_SUBDIR
@@ -63,6 +64,28 @@ if(NOT TARGET Eigen3::Eigen)
   set(EIGENFORMER_EIGEN_FETCHED ON)
 endif()
 
+# --- nlohmann/json (the library: eigenformer/io reads and writes safetensors headers) --------------
+# A parent project may already provide nlohmann_json::nlohmann_json. When it is fetched, an installed
+# eigenformer still needs an installed nlohmann_json (its config calls find_dependency), as with Eigen.
+set(EIGENFORMER_NLOHMANN_JSON_FETCHED OFF)
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  find_package(nlohmann_json 3 CONFIG QUIET)
+endif()
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  eigenformer_require_fetch(nlohmann_json)
+  # SHA256 confirmed in conan-center-index recipes/nlohmann_json/all/conandata.yml (version "3.11.2").
+  FetchContent_Declare(
+    eigenformer_nlohmann_json
+    URL https://github.com/nlohmann/json/archive/v3.11.2.tar.gz
+    URL_HASH SHA256=d69f9deb6a75e2580465c6c4c5111b89c4dc2fa94e3a85fcd2ffcd9a143d9273
+    SOURCE_SUBDIR do-not-configure-nlohmann-json
+    ${EIGENFORMER_FETCH_COMMON_ARGS})
+  FetchContent_MakeAvailable(eigenformer_nlohmann_json)
+  # The amalgamated <nlohmann/json.hpp>.
+  eigenformer_header_only_target(nlohmann_json::nlohmann_json eigenformer_nlohmann_json single_include)
+  set(EIGENFORMER_NLOHMANN_JSON_FETCHED ON)
+endif()
+
 # --- utf8proc (eigenformer::tokenizers) ------------------------------------------------------------
 # Unicode categories, case mappings and NFD for the tokenizers. Found by cmake/Findutf8proc.cmake
 # (header + library + pkg-config hints); the fallback compiles the pinned release's single C source into
@@ -99,7 +122,7 @@ if(EIGENFORMER_BUILD_TOKENIZERS)
   endif()
 endif()
 
-# --- doctest + nlohmann_json (tests only) ----------------------------------------------------------
+# --- doctest (tests only) --------------------------------------------------------------------------
 if(EIGENFORMER_BUILD_TESTS)
   if(NOT TARGET doctest::doctest)
     find_package(doctest CONFIG QUIET)
@@ -116,23 +139,6 @@ if(EIGENFORMER_BUILD_TESTS)
     FetchContent_MakeAvailable(eigenformer_doctest)
     # <doctest/doctest.h> lives at the root of the archive.
     eigenformer_header_only_target(doctest::doctest eigenformer_doctest)
-  endif()
-
-  if(NOT TARGET nlohmann_json::nlohmann_json)
-    find_package(nlohmann_json 3 CONFIG QUIET)
-  endif()
-  if(NOT TARGET nlohmann_json::nlohmann_json)
-    eigenformer_require_fetch(nlohmann_json)
-    # SHA256 confirmed in conan-center-index recipes/nlohmann_json/all/conandata.yml (version "3.11.2").
-    FetchContent_Declare(
-      eigenformer_nlohmann_json
-      URL https://github.com/nlohmann/json/archive/v3.11.2.tar.gz
-      URL_HASH SHA256=d69f9deb6a75e2580465c6c4c5111b89c4dc2fa94e3a85fcd2ffcd9a143d9273
-      SOURCE_SUBDIR do-not-configure-nlohmann-json
-      ${EIGENFORMER_FETCH_COMMON_ARGS})
-    FetchContent_MakeAvailable(eigenformer_nlohmann_json)
-    # The amalgamated <nlohmann/json.hpp>.
-    eigenformer_header_only_target(nlohmann_json::nlohmann_json eigenformer_nlohmann_json single_include)
   endif()
 endif()
 

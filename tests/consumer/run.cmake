@@ -3,7 +3,8 @@
 #
 #   cmake -DEIGENFORMER_BINARY_DIR=... -DCONSUMER_SOURCE_DIR=... -DCONSUMER_BINARY_DIR=...
 #         -DCONSUMER_PREFIX=... -DCONSUMER_GENERATOR=... -DCONSUMER_CXX_COMPILER=...
-#         [-DCONSUMER_BUILD_TYPE=...] [-DCONSUMER_EIGEN3_DIR=...] [-DCONSUMER_LAUNCHER=a|b|c]
+#         [-DCONSUMER_BUILD_TYPE=...] [-DCONSUMER_EIGEN3_DIR=...] [-DCONSUMER_NLOHMANN_JSON_DIR=...]
+#         [-DCONSUMER_LAUNCHER=a|b|c]
 #         -P run.cmake
 cmake_minimum_required(VERSION 3.25)
 
@@ -44,6 +45,9 @@ if(CONSUMER_BUILD_TYPE)
 endif()
 if(CONSUMER_EIGEN3_DIR)
   list(APPEND _configure_args "-DEigen3_DIR=${CONSUMER_EIGEN3_DIR}")
+endif()
+if(CONSUMER_NLOHMANN_JSON_DIR)
+  list(APPEND _configure_args "-Dnlohmann_json_DIR=${CONSUMER_NLOHMANN_JSON_DIR}")
 endif()
 if(CONSUMER_LAUNCHER)
   # Through the environment (read by CMake >= 3.17 on first configure): a list survives intact there.

@@ -1,0 +1,84 @@
+// libFuzzer target for the safetensors reader (include/eigenformer/io/safetensors.hpp). Built and run by
+// `cmake --workflow --preset fuzz`; by hand:
+//   build/fuzz/fuzz/fuzz_safetensors -max_total_time=60 corpus/
+// It needs no data directory; the shared seed corpus is text, which the odd-first-byte mode below turns
+// into headers quickly.
+//
+// The first byte chooses what the rest is:
+//   even: a whole file, as is (length prefix included), to reach the length and size checks.
+//   odd:  a header and its data: the next byte says how many of the remaining bytes are header text (as a
+//         fraction of 255), and the 8-byte length prefix is written for it, so the fuzzer spends its time in
+//         the JSON and offset checks rather than guessing a length.
+// Loading must either succeed or throw checkpoint_error. On success every tensor must convert (or throw
+// checkpoint_error) to each element type, with as many elements as its shape says, and saving the
+// floating tensors and loading them back must give the same bits. Any other exception or a wrong count
+// aborts; ASan and UBSan catch memory errors and undefined behaviour.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <eigenformer/io/safetensors.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace io = eigenformer::io;
+
+namespace {
+
+template <typename T>
+void convert(const io::SafeTensorsFile& f, const std::string& name) {
+  try {
+    const auto t = f.get_flat<T>(name);
+    if (t.numel() != f.info(name).numel()) std::abort();
+  } catch (const io::checkpoint_error&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 2) return 0;
+  std::vector<unsigned char> file;
+  if (data[0] % 2 == 0) {
+    file.assign(data + 1, data + size);
+  } else {
+    const std::size_t rest = size - 2;
+    const std::size_t n = rest * data[1] / 255;
+    for (int i = 0; i < 8; ++i) file.push_back(static_cast<unsigned char>((static_cast<std::uint64_t>(n) >> (8 * i)) & 0xff));
+    file.insert(file.end(), data + 2, data + size);
+  }
+  std::optional<io::SafeTensorsFile> f;
+  try {
+    f.emplace(io::SafeTensorsFile::from_bytes(file, "fuzz.safetensors"));
+  } catch (const io::checkpoint_error&) {
+    return 0;
+  }
+  io::TensorDict floats;
+  for (const auto& name : f->names()) {
+    convert<float>(*f, name);
+    convert<double>(*f, name);
+    convert<std::int64_t>(*f, name);
+    convert<bool>(*f, name);
+    if (f->info(name).dtype == io::Dtype::F32) floats.emplace(name, f->get_flat<float>(name));
+  }
+  if (!floats.empty()) {
+    // Round trip through a real file (the writer only writes files).
+    static const std::string path =
+        (std::filesystem::temp_directory_path() / ("fuzz_safetensors_" + std::to_string(::getpid()) + ".safetensors")).string();
+    try {
+      io::save_safetensors(path, floats);
+    } catch (const io::checkpoint_error&) {
+      return 0;  // names came from valid JSON, so only the file system can fail here (a full disk)
+    }
+    const auto back = io::load_safetensors(path);
+    std::filesystem::remove(path);
+    for (const auto& [name, t] : floats) {
+      const auto a = t.flat<float>(), b = back.get_flat<float>(name);
+      if (a.numel() != b.numel() || std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<std::size_t>(a.numel())) != 0)
+        std::abort();
+    }
+  }
+  return 0;
+}

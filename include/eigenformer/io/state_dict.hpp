@@ -1,0 +1,214 @@
+// Module checkpoints by parameter name, as PyTorch's state_dict() / load_state_dict() and Hugging Face's
+// model.safetensors: parameters are named as in those checkpoints ("qkv.weight", "h.0.ln_1.bias"), so
+// loading is a copy by name.
+//
+//   io::save(model, "model.safetensors");                 // every parameter, metadata {"format": "pt"}
+//   io::load(model, "model.safetensors");                 // strict: same names, same shapes
+//   io::LoadOptions hf;                                   // a Hugging Face GPT-2 checkpoint:
+//   hf.rename = [](const std::string& n) { return "h.0." + n; };  // our name -> the checkpoint's key
+//   hf.transpose = io::gpt2_conv1d_weight;                // Conv1D stores (in, out), Linear (out, in)
+//   hf.ignore = [](const std::string& k) { return k.ends_with(".attn.bias"); };  // causal-mask buffers
+//   io::load(block, "gpt2/model.safetensors", hf);
+//
+// A load checks every parameter (presence, shape, dtype) before it copies any, so a failed load throws
+// checkpoint_error listing every problem, like PyTorch's "Error(s) in loading state_dict", and leaves the
+// module unchanged.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eigenformer/io/safetensors.hpp"
+#include "eigenformer/nn/module.hpp"
+
+namespace eigenformer::io {
+
+// Every parameter of `module` under its dotted name. The tensors share storage with the parameters (as
+// PyTorch's state_dict() does), so saving them right away writes the current values without a copy.
+template <floating_element T>
+TensorDict state_dict(nn::Module<T>& module) {
+  TensorDict out;
+  for (auto& p : module.named_parameters()) {
+    if (!out.emplace(p.name, AnyTensor(p.data, p.shape)).second)
+      throw checkpoint_error("state_dict: two parameters are named " + detail::quote_name(p.name));
+  }
+  return out;
+}
+
+struct LoadOptions {
+  // PyTorch's strict: every parameter must be in the checkpoint and every checkpoint tensor must be used.
+  // When false, missing and unexpected keys are only reported in the returned LoadReport. Shape and dtype
+  // mismatches throw either way.
+  bool strict = true;
+  // Maps a parameter name of the module to the checkpoint key holding it (identity when empty), e.g. to
+  // add a prefix such as "transformer." or to rename layers.
+  std::function<std::string(const std::string&)> rename;
+  // Checkpoint keys whose 2-D tensor is stored transposed: (in, out) for a parameter of shape (out, in), as
+  // Hugging Face GPT-2's Conv1D stores what is our Linear weight. See gpt2_conv1d_weight.
+  std::function<bool(const std::string&)> transpose;
+  // Checkpoint keys that are neither loaded nor reported as unexpected (buffers such as GPT-2's causal
+  // mask "h.0.attn.bias").
+  std::function<bool(const std::string&)> ignore;
+};
+
+// What a non-strict load left out (checkpoint keys, after renaming). Both empty after a strict load.
+struct LoadReport {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+// True for the weights Hugging Face's GPT-2 keeps in Conv1D layers (stored (in, out)): attn.c_attn,
+// attn.c_proj, mlp.c_fc and mlp.c_proj. Their biases have the same shape either way.
+inline bool gpt2_conv1d_weight(const std::string& key) {
+  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"})
+    if (key.ends_with(suffix)) return true;
+  return false;
+}
+
+namespace detail {
+
+// A checkpoint seen by name: a safetensors file or an in-memory TensorDict.
+struct SafeTensorsSource {
+  const SafeTensorsFile& file;
+  std::string label() const { return file.source(); }
+  std::vector<std::string> keys() const { return file.names(); }
+  bool contains(const std::string& key) const { return file.contains(key); }
+  std::vector<index_t> shape(const std::string& key) const { return file.info(key).shape; }
+  std::string dtype(const std::string& key) const { return std::string(dtype_name(file.info(key).dtype)); }
+  bool floating(const std::string& key) const { return is_floating(file.info(key).dtype); }
+  template <floating_element T>
+  Tensor<T, 1> read(const std::string& key) const { return file.get_flat<T>(key); }
+};
+
+struct DictSource {
+  const TensorDict& dict;
+  std::string label() const { return "state dict"; }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : dict) out.push_back(k);
+    return out;
+  }
+  bool contains(const std::string& key) const { return dict.count(key) != 0; }
+  std::vector<index_t> shape(const std::string& key) const { return dict.at(key).shape(); }
+  std::string dtype(const std::string& key) const { return std::string(dtype_name(dict.at(key).dtype())); }
+  bool floating(const std::string& key) const {
+    const Dtype d = dict.at(key).dtype();
+    return d == Dtype::F32 || d == Dtype::F64;
+  }
+  template <floating_element T>
+  Tensor<T, 1> read(const std::string& key) const { return dict.at(key).flat<T>("state dict: tensor " + quote_name(key)); }
+};
+
+inline std::string quoted_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + quote_name(n);
+  return s;
+}
+
+template <floating_element T, class Source>
+LoadReport load_state_dict_from(nn::Module<T>& module, const Source& source, const LoadOptions& options) {
+  struct Plan {
+    nn::NamedParameter<T> param;
+    std::string key;
+    bool transposed;
+  };
+  std::vector<Plan> plans;
+  std::vector<std::string> problems;
+  LoadReport report;
+  std::set<std::string> used;
+  for (auto& p : module.named_parameters()) {
+    std::string key = options.rename ? options.rename(p.name) : p.name;
+    const std::string label = quote_name(key) + (key == p.name ? "" : " (parameter " + quote_name(p.name) + ")");
+    if (!source.contains(key)) {
+      report.missing_keys.push_back(key);
+      continue;
+    }
+    used.insert(key);
+    const bool transposed = options.transpose && options.transpose(key);
+    const std::vector<index_t> stored = source.shape(key);
+    std::vector<index_t> expected = p.shape;
+    if (transposed) {
+      if (expected.size() != 2) {
+        problems.push_back("cannot transpose into " + label + ": the parameter has shape " + shape_string(p.shape) +
+                           ", not 2-D");
+        continue;
+      }
+      std::swap(expected[0], expected[1]);
+    }
+    if (stored != expected) {
+      problems.push_back("shape mismatch for " + label + ": " + shape_string(stored) + " in the checkpoint, " +
+                         shape_string(p.shape) + " in the module" +
+                         (transposed ? " (stored transposed, so " + shape_string(expected) + " was expected)" : ""));
+      continue;
+    }
+    if (!source.floating(key)) {
+      problems.push_back("dtype mismatch for " + label + ": " + source.dtype(key) +
+                         " in the checkpoint, a floating dtype (F16, BF16, F32, F64) is needed");
+      continue;
+    }
+    plans.push_back({p, std::move(key), transposed});
+  }
+  for (const auto& key : source.keys())
+    if (!used.count(key) && !(options.ignore && options.ignore(key))) report.unexpected_keys.push_back(key);
+
+  if (options.strict) {
+    if (!report.missing_keys.empty())
+      problems.insert(problems.begin(), std::to_string(report.missing_keys.size()) + " missing key" +
+                                            (report.missing_keys.size() == 1 ? "" : "s") + ": " +
+                                            quoted_list(report.missing_keys));
+    if (!report.unexpected_keys.empty())
+      problems.push_back(std::to_string(report.unexpected_keys.size()) + " unexpected key" +
+                         (report.unexpected_keys.size() == 1 ? "" : "s") + ": " + quoted_list(report.unexpected_keys));
+  }
+  if (!problems.empty()) {
+    std::string msg = source.label() + ": cannot load the state dict: ";
+    for (std::size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
+    throw checkpoint_error(msg);
+  }
+
+  // Everything checked: copying can no longer fail on the checkpoint's account.
+  for (auto& plan : plans) {
+    const Tensor<T, 1> values = source.template read<T>(plan.key);
+    if (plan.transposed) {
+      const index_t out = plan.param.shape[0], in = plan.param.shape[1];
+      plan.param.data.view(Shape<2>{out, in}).copy_(values.view(Shape<2>{in, out}).t());
+    } else {
+      plan.param.data.copy_(values);
+    }
+  }
+  if (options.strict) report = {};
+  return report;
+}
+
+}  // namespace detail
+
+// Copies the checkpoint's tensors into `module`'s parameters by name (see LoadOptions). F16, BF16, F32
+// and F64 tensors load into float or double parameters (rounded like torch's copy_). Throws
+// checkpoint_error naming the file and every missing/unexpected key (strict) and every shape or dtype
+// mismatch with both shapes; the module is unchanged then.
+template <floating_element T>
+LoadReport load_state_dict(nn::Module<T>& module, const SafeTensorsFile& file, const LoadOptions& options = {}) {
+  return detail::load_state_dict_from(module, detail::SafeTensorsSource{file}, options);
+}
+template <floating_element T>
+LoadReport load_state_dict(nn::Module<T>& module, const TensorDict& dict, const LoadOptions& options = {}) {
+  return detail::load_state_dict_from(module, detail::DictSource{dict}, options);
+}
+
+// save_safetensors(path, state_dict(module), metadata). The default metadata {"format": "pt"} is what
+// Hugging Face transformers checks for before it loads a safetensors checkpoint.
+template <floating_element T>
+void save(nn::Module<T>& module, const std::filesystem::path& path, const Metadata& metadata = {{"format", "pt"}}) {
+  save_safetensors(path, state_dict(module), metadata);
+}
+
+// load_state_dict(module, load_safetensors(path), options).
+template <floating_element T>
+LoadReport load(nn::Module<T>& module, const std::filesystem::path& path, const LoadOptions& options = {}) {
+  return load_state_dict(module, load_safetensors(path), options);
+}
+
+}  // namespace eigenformer::io

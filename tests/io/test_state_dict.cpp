@@ -1,0 +1,230 @@
+// io/state_dict.hpp: state_dict / load_state_dict / save / load through nn::Linear and
+// nn::MultiHeadAttention, PyTorch-style strict errors (missing and unexpected keys, shape mismatches), and
+// the rename / transpose hooks that load Hugging Face GPT-2's Conv1D weights into Linear.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <eigenformer/io/state_dict.hpp>
+#include <eigenformer/nn/linear.hpp>
+#include <eigenformer/nn/multi_head_attention.hpp>
+
+#include "io_test_support.hpp"
+#include "support/fixtures.hpp"
+
+using namespace eftest;
+namespace io = eigenformer::io;
+namespace nn = eigenformer::nn;
+
+namespace {
+
+std::string load_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const io::checkpoint_error& e) {
+    return e.what();
+  }
+  return "<no checkpoint_error thrown>";
+}
+
+template <typename T>
+std::vector<std::vector<T>> parameter_values(nn::Module<T>& m) {
+  std::vector<std::vector<T>> out;
+  for (const auto& p : m.named_parameters()) out.push_back(p.data.to_vector());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("state_dict: an nn::Linear saved and loaded into another is equal bit for bit", T, float, double) {
+  ScratchDir dir;
+  ef::manual_seed(1);
+  nn::Linear<T> a(5, 3);
+  ef::manual_seed(2);
+  nn::Linear<T> b(5, 3);
+  REQUIRE(parameter_values(a) != parameter_values(b));
+
+  const auto sd = io::state_dict(a);
+  CHECK(sd.size() == 2);
+  CHECK(sd.at("weight").shape() == std::vector<index_t>{3, 5});
+  CHECK(sd.at("bias").shape() == std::vector<index_t>{3});
+  CHECK(sd.at("weight").dtype() == io::dtype_of<T>());
+
+  io::save(a, dir / "linear.safetensors");
+  const auto f = io::load_safetensors(dir / "linear.safetensors");
+  CHECK(f.names() == std::vector<std::string>{"bias", "weight"});
+  CHECK(f.metadata() == io::Metadata{{"format", "pt"}});  // what Hugging Face transformers looks for
+  const auto report = io::load(b, dir / "linear.safetensors");
+  CHECK(report.missing_keys.empty());
+  CHECK(report.unexpected_keys.empty());
+  CHECK(parameter_values(a) == parameter_values(b));
+
+  // In memory, without a file.
+  ef::manual_seed(3);
+  nn::Linear<T> c(5, 3);
+  io::load_state_dict(c, io::state_dict(a));
+  CHECK(parameter_values(a) == parameter_values(c));
+}
+
+TEST_CASE("state_dict: nn::MultiHeadAttention round trips by its names (qkv.weight, out.bias, ...)") {
+  ScratchDir dir;
+  ef::manual_seed(10);
+  nn::MultiHeadAttention<float> a(8, 2, 0.0);
+  ef::manual_seed(11);
+  nn::MultiHeadAttention<float> b(8, 2, 0.0);
+  const auto sd = io::state_dict(a);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : sd) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"out.bias", "out.weight", "qkv.bias", "qkv.weight"});
+  CHECK(sd.at("qkv.weight").shape() == std::vector<index_t>{24, 8});
+
+  io::save(a, dir / "mha.safetensors");
+  io::load(b, dir / "mha.safetensors");
+  a.eval();
+  b.eval();
+  ef::manual_seed(12);
+  const auto x = ef::randn<float>({2, 3, 8});
+  CHECK(a.forward(x).to_vector() == b.forward(x).to_vector());
+
+  // Saved under a prefix (as inside a larger model), loaded with rename.
+  io::TensorDict prefixed;
+  for (const auto& [name, t] : sd) prefixed.emplace("h.0.attn." + name, t);
+  io::save_safetensors(dir / "prefixed.safetensors", prefixed);
+  ef::manual_seed(13);
+  nn::MultiHeadAttention<float> c(8, 2, 0.0);
+  io::LoadOptions opts;
+  opts.rename = [](const std::string& n) { return "h.0.attn." + n; };
+  io::load(c, dir / "prefixed.safetensors", opts);
+  CHECK(parameter_values(a) == parameter_values(c));
+}
+
+TEST_CASE("state_dict: strict loads list every missing and unexpected key; the module is left unchanged") {
+  ScratchDir dir;
+  const auto path = dir / "partial.safetensors";
+  ef::manual_seed(4);
+  nn::Linear<float> src(4, 2);
+  io::save_safetensors(path, {{"weight", src.weight.data}, {"extra", ef::zeros<float>({3})}, {"more.bias", ef::ones<float>({1})}});
+
+  ef::manual_seed(5);
+  nn::Linear<float> dst(4, 2);
+  const auto before = parameter_values(dst);
+  CHECK(load_error([&] { io::load(dst, path); }) ==
+        path.string() + ": cannot load the state dict: 1 missing key: \"bias\"; 2 unexpected keys: \"extra\", \"more.bias\"");
+  CHECK(parameter_values(dst) == before);
+
+  // Non-strict: what matches is loaded, the rest reported (PyTorch's strict=False).
+  io::LoadOptions lenient;
+  lenient.strict = false;
+  const auto report = io::load(dst, path, lenient);
+  CHECK(report.missing_keys == std::vector<std::string>{"bias"});
+  CHECK(report.unexpected_keys == std::vector<std::string>{"extra", "more.bias"});
+  CHECK(dst.weight.data.to_vector() == src.weight.data.to_vector());
+  CHECK(dst.bias->data.to_vector() == before[1]);
+
+  // ignore: keys that are expected to be unused (buffers) are not reported.
+  io::LoadOptions ignoring = lenient;
+  ignoring.ignore = [](const std::string& k) { return k == "extra"; };
+  CHECK(io::load(dst, path, ignoring).unexpected_keys == std::vector<std::string>{"more.bias"});
+
+  // The per-head layout has other names than the fused one: a strict load says which.
+  nn::MultiHeadAttentionOptions per_head;
+  per_head.layout = nn::QkvLayout::per_head;
+  per_head.attn_dropout = per_head.out_dropout = 0.0;
+  nn::MultiHeadAttention<float> fused(4, 2, 0.0), heads(4, 2, per_head);
+  io::save(fused, dir / "fused.safetensors");
+  const auto msg = load_error([&] { io::load(heads, dir / "fused.safetensors"); });
+  CHECK(msg.find("14 missing keys: \"heads.0.q.weight\", \"heads.0.q.bias\", \"heads.0.k.weight\"") != std::string::npos);
+  CHECK(msg.find("\"output_linear.weight\", \"output_linear.bias\"; 4 unexpected keys: \"out.bias\", \"out.weight\", "
+                 "\"qkv.bias\", \"qkv.weight\"") != std::string::npos);
+}
+
+TEST_CASE("state_dict: a shape or dtype mismatch names the tensor and both shapes, strict or not") {
+  ScratchDir dir;
+  const auto path = dir / "wide.safetensors";
+  nn::Linear<float> wide(4, 6);
+  io::save(wide, path);
+  nn::Linear<float> narrow(4, 3);
+  const auto before = parameter_values(narrow);
+  const std::string expected = path.string() +
+                               ": cannot load the state dict: shape mismatch for \"weight\": [6, 4] in the checkpoint, "
+                               "[3, 4] in the module; shape mismatch for \"bias\": [6] in the checkpoint, [3] in the module";
+  CHECK(load_error([&] { io::load(narrow, path); }) == expected);
+  io::LoadOptions lenient;
+  lenient.strict = false;
+  CHECK(load_error([&] { io::load(narrow, path, lenient); }) == expected);
+  CHECK(parameter_values(narrow) == before);
+
+  // An integer tensor cannot become a weight.
+  io::save_safetensors(dir / "ids.safetensors", {{"weight", ef::zeros<std::int64_t>({3, 4})}, {"bias", ef::zeros<float>({3})}});
+  CHECK(load_error([&] { io::load(narrow, dir / "ids.safetensors"); }) ==
+        (dir / "ids.safetensors").string() +
+            ": cannot load the state dict: dtype mismatch for \"weight\": I64 in the checkpoint, a floating dtype (F16, "
+            "BF16, F32, F64) is needed");
+  // Through a rename, the parameter's own name is given too.
+  io::LoadOptions renamed;
+  renamed.rename = [](const std::string& n) { return "lin." + n; };
+  io::save_safetensors(dir / "renamed.safetensors", {{"lin.weight", ef::zeros<float>({3, 5})}, {"lin.bias", ef::zeros<float>({3})}});
+  CHECK(load_error([&] { io::load(narrow, dir / "renamed.safetensors", renamed); }) ==
+        (dir / "renamed.safetensors").string() +
+            ": cannot load the state dict: shape mismatch for \"lin.weight\" (parameter \"weight\"): [3, 5] in the "
+            "checkpoint, [3, 4] in the module");
+}
+
+TEST_CASE("state_dict: Hugging Face GPT-2 Conv1D weights (stored (in, out)) load into Linear with transpose") {
+  ScratchDir dir;
+  // A GPT-2 block's attention as Hugging Face stores it: c_attn.weight (C, 3C), c_attn.bias (3C), the causal
+  // mask buffer attn.bias, c_proj.weight (C, C).
+  const index_t c = 8;
+  ef::manual_seed(21);
+  const auto c_attn_w = ef::randn<float>({c, 3 * c});
+  const auto c_attn_b = ef::randn<float>({3 * c});
+  const auto c_proj_w = ef::randn<float>({c, c});
+  const auto c_proj_b = ef::randn<float>({c});
+  io::save_safetensors(dir / "gpt2.safetensors",
+                       {{"h.0.attn.c_attn.weight", c_attn_w}, {"h.0.attn.c_attn.bias", c_attn_b},
+                        {"h.0.attn.c_proj.weight", c_proj_w}, {"h.0.attn.c_proj.bias", c_proj_b},
+                        {"h.0.attn.bias", ef::ones<float>({1, 1, 4, 4})}},
+                       {{"format", "pt"}});
+
+  nn::MultiHeadAttention<float> attn(c, 2, 0.0);
+  io::LoadOptions hf;
+  hf.rename = [](const std::string& n) {
+    return "h.0.attn." + std::string(n.starts_with("qkv.") ? "c_attn." + n.substr(4) : "c_proj." + n.substr(4));
+  };
+  hf.transpose = io::gpt2_conv1d_weight;
+  hf.ignore = [](const std::string& k) { return k.ends_with(".attn.bias"); };
+  const auto report = io::load(attn, dir / "gpt2.safetensors", hf);
+  CHECK(report.unexpected_keys.empty());
+  CHECK(attn.qkv.weight.shape() == ef::Shape<2>{3 * c, c});
+  CHECK(attn.qkv.weight.data.to_vector() == c_attn_w.t().contiguous().to_vector());
+  CHECK(attn.qkv.bias->data.to_vector() == c_attn_b.to_vector());
+  CHECK(attn.out.weight.data.to_vector() == c_proj_w.t().contiguous().to_vector());
+
+  // Without the transpose hook the shapes disagree, and the message says so.
+  io::LoadOptions plain = hf;
+  plain.transpose = nullptr;
+  CHECK(load_error([&] { io::load(attn, dir / "gpt2.safetensors", plain); })
+            .find("shape mismatch for \"h.0.attn.c_attn.weight\" (parameter \"qkv.weight\"): [8, 24] in the "
+                  "checkpoint, [24, 8] in the module") != std::string::npos);
+  CHECK(io::gpt2_conv1d_weight("transformer.h.11.mlp.c_fc.weight"));
+  CHECK_FALSE(io::gpt2_conv1d_weight("transformer.h.11.mlp.c_fc.bias"));
+  CHECK_FALSE(io::gpt2_conv1d_weight("lm_head.weight"));
+}
+
+TEST_CASE("state_dict: float and double checkpoints load into either precision") {
+  ScratchDir dir;
+  ef::manual_seed(31);
+  nn::Linear<double> d(3, 2);
+  io::save(d, dir / "double.safetensors");
+  nn::Linear<float> f(3, 2);
+  io::load(f, dir / "double.safetensors");
+  const auto dv = d.weight.data.to_vector();
+  const auto fv = f.weight.data.to_vector();
+  for (std::size_t i = 0; i < dv.size(); ++i) CHECK(fv[i] == static_cast<float>(dv[i]));  // rounded, like copy_
+  nn::Linear<double> back(3, 2);
+  io::save(f, dir / "float.safetensors");
+  io::load(back, dir / "float.safetensors");
+  for (std::size_t i = 0; i < fv.size(); ++i) CHECK(back.weight.data.to_vector()[i] == static_cast<double>(fv[i]));
+}
