@@ -5,6 +5,7 @@
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/nn/positional_encoding.hpp"
 #include "eigenformer/nn/linear.hpp"
+#include "eigenformer/nn/conv1d.hpp"
 #include "eigenformer/nn/dropout.hpp"
 #include "eigenformer/nn/activation.hpp"
 #include "eigenformer/nn/layernorm.hpp"

@@ -1,0 +1,181 @@
+// gpt2: text generation with a Hugging Face GPT-2 directory (config.json, model.safetensors and
+// vocab.json + merges.txt, e.g. a snapshot of openai-community/gpt2), or the next-token table of a prompt.
+//
+//   gpt2 --model ../shared/data/gpt2-hf --prompt "Hello, my dog is" --max-new-tokens 20 --seed 1
+//   gpt2 --model DIR --prompt "The capital of France is" --show-top 5
+//
+// Usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]
+//             [--seed S] [--greedy] [--show-top K]
+//   --prompt TEXT       the text to continue; empty (the default) starts from <|endoftext|>, as transformers'
+//                       text-generation pipeline does for GPT-2
+//   --max-new-tokens N  tokens to generate (default 30); stops early at <|endoftext|>
+//   --temperature, --top-k, --top-p   the sampling warpers (defaults 1, 50, 1: transformers' defaults)
+//   --seed S            the sampling seed (= torch.manual_seed(S), so the same tokens as transformers'
+//                       generate(do_sample=True) on the same logits); default: a random seed
+//   --greedy            argmax decoding instead of sampling (the warpers are then not used)
+//   --show-top K        print the K most probable next tokens after the prompt, one per line as
+//                       id<TAB>probability<TAB>token (token spelled as in vocab.json, "Ġthe" for " the"),
+//                       most probable first, and exit
+// Otherwise the prompt followed by the generated text is printed. Exit status: 0 on success, 2 for a usage
+// error (including no --model), 1 for any other error (message on standard error).
+#include <cstdint>
+#include <cstdio>
+#include <eigenformer/models/generation.hpp>
+#include <eigenformer/models/pretrained_gpt2.hpp>
+#include <iostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace models = eigenformer::models;
+
+namespace {
+
+constexpr const char* usage =
+    "usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]\n"
+    "            [--seed S] [--greedy] [--show-top K]";
+
+constexpr const char* need_model =
+    "gpt2: --model DIR is required: a Hugging Face GPT-2 model directory holding config.json,\n"
+    "model.safetensors and the tokenizer files vocab.json + merges.txt (or encoder.json + vocab.bpe),\n"
+    "for example a download of https://huggingface.co/openai-community/gpt2 (those four files suffice).";
+
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string model, prompt;
+  models::GenerationConfig gen;
+  bool greedy = false;
+  long long show_top = -1;  // -1: generate
+};
+
+long long integer(const std::string& flag, const std::string& s, long long min) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) throw usage_error(flag + " expects an integer, got \"" + s + "\"");
+  if (v < min) throw usage_error(flag + " must be at least " + std::to_string(min) + ", got " + s);
+  return v;
+}
+
+double real(const std::string& flag, const std::string& s) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) throw usage_error(flag + " expects a number, got \"" + s + "\"");
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  o.gen.max_new_tokens = 30;
+  o.gen.do_sample = true;  // GPT-2's config.json asks for sampling in text generation
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") o.model = value();
+    else if (a == "--prompt") o.prompt = value();
+    else if (a == "--max-new-tokens") o.gen.max_new_tokens = integer(a, value(), 0);
+    else if (a == "--temperature") o.gen.temperature = real(a, value());
+    else if (a == "--top-k") o.gen.top_k = integer(a, value(), 0);
+    else if (a == "--top-p") o.gen.top_p = real(a, value());
+    else if (a == "--seed") o.gen.seed = static_cast<std::uint64_t>(integer(a, value(), 0));
+    else if (a == "--greedy") o.greedy = true;
+    else if (a == "--show-top") o.show_top = integer(a, value(), 1);
+    else throw usage_error("unknown argument " + a);
+  }
+  if (o.greedy) o.gen.do_sample = false;
+  if (!(o.gen.temperature > 0)) throw usage_error("--temperature must be positive");
+  if (!(o.gen.top_p >= 0 && o.gen.top_p <= 1)) throw usage_error("--top-p must be between 0 and 1");
+  return o;
+}
+
+int run(const Options& o) {
+  auto gpt2 = models::load_pretrained_gpt2<float>(o.model);
+  auto& tok = gpt2.tokenizer;
+  std::vector<std::int64_t> ids = tok.encode(o.prompt);
+  const std::int64_t eot = tok.eot_id();
+  const bool eot_usable = eot >= 0 && eot < gpt2.model.config().vocab_size;
+  if (ids.empty()) {
+    if (!eot_usable) throw std::runtime_error("the prompt is empty and the vocabulary has no <|endoftext|> to start from");
+    ids.push_back(eot);
+  }
+
+  if (o.show_top > 0) {
+    std::string out;
+    for (const auto& row : models::next_token_table(gpt2.model, ids, static_cast<eigenformer::index_t>(o.show_top))) {
+      char prob[32];
+      std::snprintf(prob, sizeof prob, "%.6f", row.probability);
+      // The vocabulary may be smaller than the model's (padded) one: such ids have no spelling.
+      const std::string token = row.id < static_cast<std::int64_t>(tok.vocab_size()) ? tok.id_to_token(row.id) : "";
+      out += std::to_string(row.id) + '\t' + prob + '\t' + token + '\n';
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
+
+  models::GenerationConfig gen = o.gen;
+  if (eot_usable) gen.eos_token_id = eot;
+  // The model has n_positions learned positions; every token but the last new one passes through it.
+  const auto room = gpt2.model.config().n_positions - static_cast<eigenformer::index_t>(ids.size()) + 1;
+  if (static_cast<eigenformer::index_t>(ids.size()) > gpt2.model.config().n_positions)
+    throw std::runtime_error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the model's " +
+                             std::to_string(gpt2.model.config().n_positions) + " positions");
+  if (gen.max_new_tokens > room) {
+    std::cerr << "gpt2: --max-new-tokens " << gen.max_new_tokens << " lowered to " << room
+              << " (the model has " << gpt2.model.config().n_positions << " positions)\n";
+    gen.max_new_tokens = room;
+  }
+  if (gen.do_sample && !gen.seed) gen.seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
+  const auto out = models::generate(gpt2.model, ids, gen);
+  // The prompt as typed (decoding its ids gives the same bytes, but would show the <|endoftext|> added for
+  // an empty prompt), then the new tokens up to an <|endoftext|>.
+  std::string text = o.prompt;
+  std::vector<std::int64_t> fresh;
+  for (std::size_t i = ids.size(); i < out.size() && !(eot_usable && out[i] == eot); ++i) {
+    if (out[i] >= static_cast<std::int64_t>(tok.vocab_size())) continue;  // padded ids: no text
+    fresh.push_back(out[i]);
+  }
+  text += tok.decode(fresh);
+  text += '\n';
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << usage << '\n';
+    return 0;
+  }
+  try {
+    const Options o = parse(argc, argv);
+    if (o.model.empty()) {
+      std::cerr << need_model << '\n' << usage << '\n';
+      return 2;
+    }
+    return run(o);
+  } catch (const usage_error& e) {
+    std::cerr << "gpt2: " << e.what() << '\n' << usage << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gpt2: " << e.what() << '\n';
+  }
+  return 1;
+}

@@ -1,0 +1,329 @@
+// models/pretrained.hpp: a Hugging Face GPT-2 directory (tests/data/gpt2_tiny_hf, written by
+// tools/reference/make_gpt2_hf_fixtures.py in the official layout: keys without "transformer.", the
+// attn.bias / attn.masked_bias buffers, no lm_head.weight, a config.json with fields to ignore) loads in one
+// call and gives PyTorch's logits; save_pretrained -> load_gpt2 round trips bit for bit; bad directories
+// throw io::checkpoint_error naming the file and the field or tensor.
+//
+// Tolerance: that of test_gpt2.cpp for the same computation (1e-5 relative + 1e-5 absolute on the logits,
+// the float32 rounding of ~25 chained steps). Measured (EIGENFORMER_REPORT_ERRORS=1): max abs 2.1e-6 (float),
+// 1.9e-6 (double: the fixture's own float32 rounding) at a logit scale of 5.8.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <functional>
+#include <map>
+
+#include <eigenformer/models/generation.hpp>
+#include <eigenformer/models/pretrained.hpp>
+
+#include "io/io_test_support.hpp"
+#include "support/nn_fixtures.hpp"
+
+using namespace eftest;
+namespace models = ef::models;
+namespace io = ef::io;
+
+namespace {
+
+const fs::path tiny_dir = fs::path(EIGENFORMER_TEST_DATA_DIR) / "gpt2_tiny_hf";
+
+const json& hf_case(const std::string& name) {
+  static const json file = load_fixture("gpt2_tiny_hf_reference.json");
+  for (const auto& c : file.at("cases"))
+    if (c.at("name") == name) return c;
+  throw std::runtime_error("gpt2_tiny_hf_reference.json: no case named " + name);
+}
+
+std::string checkpoint_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const io::checkpoint_error& e) {
+    return e.what();
+  }
+  return "<no checkpoint_error thrown>";
+}
+
+// The tiny checkpoint's tensors as a TensorDict (float), to write altered copies.
+io::TensorDict tiny_tensors() {
+  const auto f = io::load_safetensors(tiny_dir / "model.safetensors");
+  io::TensorDict d;
+  for (const auto& name : f.names()) d.emplace(name, io::AnyTensor(f.get_flat<float>(name), f.info(name).shape));
+  return d;
+}
+
+// A copy of the tiny directory's config.json (optionally edited) with `tensors` as model.safetensors.
+void write_dir(const ScratchDir& dir, const io::TensorDict& tensors, const json* config = nullptr) {
+  if (config) write_bytes(dir / "config.json", config->dump(2));
+  else fs::copy_file(tiny_dir / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+}
+
+json tiny_config() { return json::parse(read_bytes(tiny_dir / "config.json")); }
+
+template <typename T>
+std::vector<std::vector<T>> parameter_values(ef::nn::Module<T>& m) {
+  std::vector<std::vector<T>> out;
+  for (const auto& p : m.named_parameters()) out.push_back(p.data.to_vector());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("load_gpt2: the official layout (no prefix, mask buffers, tied head) gives PyTorch's logits", T,
+                   float, double) {
+  auto model = models::load_gpt2<T>(tiny_dir);
+  const auto& c = hf_case("logits");
+  const auto& cfg = model.config();
+  CHECK(cfg.vocab_size == c.at("config").at("vocab_size").get<index_t>());
+  CHECK(cfg.n_positions == 16);
+  CHECK(cfg.n_embd == 8);
+  CHECK(cfg.n_layer == 2);
+  CHECK(cfg.n_head == 2);
+  CHECK(cfg.n_inner == 0);
+  CHECK(cfg.activation_function == "gelu_new");
+  CHECK(cfg.layer_norm_epsilon == 1e-5);
+  CHECK_FALSE(model.is_training());  // eval mode, as transformers' from_pretrained
+
+  // Every parameter holds the file's value exactly (F32 -> T is exact).
+  const auto file = io::load_safetensors(tiny_dir / "model.safetensors");
+  for (auto& p : model.named_parameters()) {
+    const auto key = p.name.substr(std::string("transformer.").size());
+    INFO(p.name);
+    REQUIRE(file.contains(key));
+    CHECK(p.data.to_vector() == file.get_flat<T>(key).to_vector());
+  }
+
+  const auto logits = model.forward(to_tensor<std::int64_t, 2>(c.at("input_ids")));
+  check_fixture(logits, c.at("logits"), 1e-5, 1e-5, std::string("gpt2_tiny_hf logits") +
+                                                       (std::is_same_v<T, float> ? " [float]" : " [double]"));
+
+  // The next-token table of the CLI (`gpt2 --show-top 3` after "the cat").
+  const auto& nt = hf_case("next_token");
+  const auto table = models::next_token_table(model, nt.at("ids").get<std::vector<std::int64_t>>(), 3);
+  REQUIRE(table.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(table[i].id == nt.at("top")[i].at("id").get<std::int64_t>());
+    CHECK(table[i].probability == doctest::Approx(nt.at("top")[i].at("probability").get<double>()).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("load_gpt2: keys with the \"transformer.\" prefix, F64 tensors, an lm_head.weight equal to wte") {
+  ScratchDir dir;
+  const auto file = io::load_safetensors(tiny_dir / "model.safetensors");
+  io::TensorDict d;
+  for (const auto& name : file.names()) {
+    // F64 in the file: loads into float rounded (exactly here, the values are float32's).
+    d.emplace("transformer." + name, io::AnyTensor(file.get_flat<double>(name), file.info(name).shape));
+  }
+  d.emplace("lm_head.weight", io::AnyTensor(file.get_flat<double>("wte.weight"), file.info("wte.weight").shape));
+  write_dir(dir, d);
+  auto prefixed = models::load_gpt2<float>(dir.path());
+  auto official = models::load_gpt2<float>(tiny_dir);
+  CHECK(parameter_values(prefixed) == parameter_values(official));
+
+  // A head that differs from wte by one element is refused, naming the tensor and where.
+  auto bad = d;
+  auto head = file.get_flat<double>("wte.weight");
+  head(13) += 0.5;
+  bad.erase("lm_head.weight");
+  bad.emplace("lm_head.weight", io::AnyTensor(head, file.info("wte.weight").shape));
+  write_dir(dir, bad);
+  const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  CHECK(msg.find((dir / "model.safetensors").string()) != std::string::npos);
+  CHECK(msg.find("\"lm_head.weight\"") != std::string::npos);
+  CHECK(msg.find("\"transformer.wte.weight\"") != std::string::npos);
+  CHECK(msg.find("[1, 5]") != std::string::npos);  // element 13 of rows of 8
+  INFO(msg);
+}
+
+TEST_CASE_TEMPLATE("save_pretrained -> load_gpt2 round trips bit for bit", T, float, double) {
+  auto model = models::load_gpt2<T>(tiny_dir);
+  // Perturb every parameter so the round trip is not of the file's own float32 values.
+  for (auto& p : model.named_parameters())
+    for (index_t i = 0; i < p.data.numel(); ++i) p.data(i) = p.data(i) * T(1.0001) + T(1e-7) * static_cast<T>(i);
+  ScratchDir dir;
+  models::save_pretrained(model, dir / "out");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"config.json", "model.safetensors"});  // no temporary left
+
+  // transformers' GPT2LMHeadModel.save_pretrained names: prefixed, no buffers, no lm_head (tied).
+  const auto saved = io::load_safetensors(dir / "out" / "model.safetensors");
+  CHECK(saved.contains("transformer.wte.weight"));
+  CHECK(saved.contains("transformer.h.1.mlp.c_proj.weight"));
+  CHECK_FALSE(saved.contains("lm_head.weight"));
+  CHECK(saved.info("transformer.h.0.attn.c_attn.weight").shape == std::vector<index_t>{8, 24});  // (in, out)
+  CHECK(saved.info("transformer.wte.weight").dtype == (std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64));
+  CHECK(saved.metadata().at("format") == "pt");
+  const auto config = json::parse(read_bytes(dir / "out" / "config.json"));
+  CHECK(config.at("model_type") == "gpt2");
+  CHECK(config.at("architectures") == json::array({"GPT2LMHeadModel"}));
+  CHECK(config.at("n_inner").is_null());
+
+  auto loaded = models::load_gpt2<T>(dir / "out");
+  CHECK(parameter_values(loaded) == parameter_values(model));
+  const auto& a = loaded.config();
+  const auto& b = model.config();
+  CHECK(a.vocab_size == b.vocab_size);
+  CHECK(a.n_positions == b.n_positions);
+  CHECK(a.n_embd == b.n_embd);
+  CHECK(a.n_layer == b.n_layer);
+  CHECK(a.n_head == b.n_head);
+  CHECK(a.n_inner == b.n_inner);
+  CHECK(a.activation_function == b.activation_function);
+  CHECK(a.resid_pdrop == b.resid_pdrop);
+  CHECK(a.embd_pdrop == b.embd_pdrop);
+  CHECK(a.attn_pdrop == b.attn_pdrop);
+  CHECK(a.layer_norm_epsilon == b.layer_norm_epsilon);
+  CHECK(a.initializer_range == b.initializer_range);
+  const std::vector<std::int64_t> ids{3, 268, 261, 7};
+  CHECK(loaded.forward(ids).to_vector() == model.forward(ids).to_vector());
+
+  // Saving again over the directory writes the same bytes (deterministic, atomic replace).
+  const auto first = read_bytes(dir / "out" / "model.safetensors");
+  const auto first_config = read_bytes(dir / "out" / "config.json");
+  models::save_pretrained(loaded, dir / "out");
+  CHECK(read_bytes(dir / "out" / "model.safetensors") == first);
+  CHECK(read_bytes(dir / "out" / "config.json") == first_config);
+}
+
+TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file and the keys") {
+  ScratchDir dir;
+  const std::string weights = (dir / "model.safetensors").string();
+
+  SUBCASE("a transposed Conv1D weight") {
+    auto d = tiny_tensors();
+    d.erase("h.0.attn.c_attn.weight");
+    d.emplace("h.0.attn.c_attn.weight", io::AnyTensor(ef::zeros<float>(ef::Shape<2>{24, 8})));
+    write_dir(dir, d);
+    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    INFO(msg);
+    CHECK(msg.find(weights) == 0);
+    CHECK(msg.find("\"h.0.attn.c_attn.weight\"") != std::string::npos);
+    CHECK(msg.find("[24, 8]") != std::string::npos);
+    CHECK(msg.find("[8, 24]") != std::string::npos);
+  }
+  SUBCASE("a vocabulary size that disagrees with config.json") {
+    auto config = tiny_config();
+    config["vocab_size"] = 300;
+    write_dir(dir, tiny_tensors(), &config);
+    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    INFO(msg);
+    CHECK(msg.find("\"wte.weight\"") != std::string::npos);
+    CHECK(msg.find("[270, 8]") != std::string::npos);
+  }
+  SUBCASE("missing and unexpected tensors, strict; skipped when not strict") {
+    auto d = tiny_tensors();
+    d.erase("ln_f.bias");
+    d.erase("h.1.mlp.c_fc.weight");
+    d.emplace("h.1.extra.weight", io::AnyTensor(ef::zeros<float>(ef::Shape<1>{3})));
+    write_dir(dir, d);
+    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    INFO(msg);
+    CHECK(msg.find(weights) == 0);
+    CHECK(msg.find("2 missing keys") != std::string::npos);
+    CHECK(msg.find("\"ln_f.bias\"") != std::string::npos);
+    CHECK(msg.find("\"h.1.mlp.c_fc.weight\"") != std::string::npos);
+    CHECK(msg.find("1 unexpected key: \"h.1.extra.weight\"") != std::string::npos);
+    CHECK(msg.find("attn.bias\"") == std::string::npos);  // the buffers are not reported
+
+    models::PretrainedOptions lax;
+    lax.strict = false;
+    auto m = models::load_gpt2<float>(dir.path(), lax);
+    CHECK(m.ln_f.bias->data.to_vector() == std::vector<float>(8, 0.0f));  // kept its initial value
+  }
+  SUBCASE("no model.safetensors") {
+    fs::copy_file(tiny_dir / "config.json", dir / "config.json");
+    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    CHECK(msg.find(weights + ": no such file") == 0);
+  }
+  SUBCASE("not a directory") {
+    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir / "nowhere"); });
+    CHECK(msg.find("no such directory") != std::string::npos);
+  }
+}
+
+TEST_CASE("load_gpt2: a bad config.json names the file and the field") {
+  ScratchDir dir;
+  const std::string config_path = (dir / "config.json").string();
+  const auto tensors = tiny_tensors();
+  const auto error_with = [&](const std::function<void(json&)>& edit) {
+    auto config = tiny_config();
+    edit(config);
+    write_dir(dir, tensors, &config);
+    return checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  };
+  const auto check = [&](const std::string& msg, const std::string& field) {
+    INFO(msg);
+    CHECK(msg.find(config_path) == 0);
+    CHECK(msg.find(field) != std::string::npos);
+  };
+  check(error_with([](json& c) { c.erase("n_head"); }), "field \"n_head\": missing");
+  check(error_with([](json& c) { c["n_embd"] = 8.5; }), "field \"n_embd\": expected a positive integer, got the number 8.5");
+  check(error_with([](json& c) { c["n_layer"] = -2; }), "field \"n_layer\": expected a positive integer");
+  check(error_with([](json& c) { c["vocab_size"] = "270"; }), "field \"vocab_size\"");
+  check(error_with([](json& c) { c["activation_function"] = "swish"; }), "field \"activation_function\"");
+  check(error_with([](json& c) { c["activation_function"] = "swish"; }), "gelu_new");  // lists the accepted names
+  check(error_with([](json& c) { c["layer_norm_epsilon"] = "small"; }), "field \"layer_norm_epsilon\": expected a number");
+  check(error_with([](json& c) { c["model_type"] = "bert"; }), "field \"model_type\"");
+  check(error_with([](json& c) { c["scale_attn_weights"] = false; }), "field \"scale_attn_weights\"");
+  check(error_with([](json& c) { c["scale_attn_by_inverse_layer_idx"] = true; }), "field \"scale_attn_by_inverse_layer_idx\"");
+  check(error_with([](json& c) { c["n_head"] = 3; }), "n_embd 8 is not divisible by n_head 3");
+  check(error_with([](json& c) { c.erase("n_positions"); c.erase("n_ctx"); }), "field \"n_positions\": missing");
+
+  // Unknown fields are ignored; n_ctx stands in for a missing n_positions (older configs).
+  auto config = tiny_config();
+  config.erase("n_positions");
+  config["something_new"] = {{"nested", true}};
+  write_dir(dir, tensors, &config);
+  CHECK(models::load_gpt2<float>(dir.path()).config().n_positions == 16);
+
+  // Not JSON at all, and not an object.
+  write_bytes(dir / "config.json", "{\"n_embd\": 8,");
+  auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  CHECK(msg.find(config_path + ": not valid JSON") == 0);
+  write_bytes(dir / "config.json", "[1, 2]");
+  msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  CHECK(msg.find(config_path + ": expected a JSON object") == 0);
+  fs::remove(dir / "config.json");
+  msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  CHECK(msg.find(config_path + ": no such file") == 0);
+}
+
+TEST_CASE("load_gpt2: a BF16 checkpoint (with a BF16 lm_head.weight equal to wte) converts to float and double") {
+  // Every tensor of the tiny file truncated to bfloat16 (the top 16 bits of each float32), written by hand:
+  // eigenformer's writer only writes F32 / F64.
+  const auto file = io::load_safetensors(tiny_dir / "model.safetensors");
+  json header = json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string data;
+  std::map<std::string, std::vector<float>> expected;
+  auto add = [&](const std::string& key, const std::string& source) {
+    const auto values = file.get_flat<float>(source).to_vector();
+    const std::size_t begin = data.size();
+    for (const float v : values) {
+      const auto bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);
+      data += static_cast<char>(bits & 0xff);
+      data += static_cast<char>(bits >> 8);
+      expected[key].push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16));
+    }
+    header[key] = {{"dtype", "BF16"}, {"shape", file.info(source).shape}, {"data_offsets", {begin, data.size()}}};
+  };
+  for (const auto& name : file.names()) add(name, name);
+  add("lm_head.weight", "wte.weight");
+  ScratchDir dir;
+  fs::copy_file(tiny_dir / "config.json", dir / "config.json");
+  write_bytes(dir / "model.safetensors", safetensors_bytes(header.dump(), data));
+
+  auto f = models::load_gpt2<float>(dir.path());
+  auto d = models::load_gpt2<double>(dir.path());
+  for (auto& p : f.named_parameters()) {
+    INFO(p.name);
+    CHECK(p.data.to_vector() == expected.at(p.name.substr(std::string("transformer.").size())));
+  }
+  for (auto& p : d.named_parameters()) {
+    const auto& e = expected.at(p.name.substr(std::string("transformer.").size()));
+    CHECK(p.data.to_vector() == std::vector<double>(e.begin(), e.end()));
+  }
+}
