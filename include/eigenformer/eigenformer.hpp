@@ -8,3 +8,4 @@
 #include "eigenformer/nn.hpp"
 #include "eigenformer/io.hpp"
 #include "eigenformer/models.hpp"
+#include "eigenformer/train.hpp"

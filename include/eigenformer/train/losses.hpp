@@ -1,8 +1,13 @@
 // Loss functions with their backward passes (torch.nn's losses, so they live in eigenformer::nn).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "eigenformer/nn/module.hpp"
@@ -54,6 +59,143 @@ class MSELoss : public Module<T> {
 
  private:
   std::optional<Tensor<T, 1>> cached_diff_;  // pred - target, flat; training mode only
+  std::vector<index_t> cached_shape_;
+};
+
+
+// How a loss over many targets is reduced to the scalar (the `reduction` argument of torch.nn losses).
+enum class Reduction { mean, sum };
+
+struct CrossEntropyOptions {
+  std::int64_t ignore_index = -100;  // targets equal to it contribute nothing, to the loss or to the count
+  double label_smoothing = 0.0;      // in [0, 1]: the target distribution is (1 - s) one-hot + s / C
+  Reduction reduction = Reduction::mean;
+};
+
+// nn.CrossEntropyLoss (no class weights): logits (N, C) with targets (N), or (B, T, C) with targets (B, T)
+// (the language-model layout; PyTorch wants the classes in dim 1, i.e. logits.transpose(1, 2), which is
+// the same loss). With s = label_smoothing, for each kept target y (y != ignore_index):
+//   loss_i = -(1 - s) log p_iy - (s / C) sum_c log p_ic,      log p = log_softmax(logits_i)
+// summed, or averaged over the kept targets ("mean"; NaN when every target is ignored, as in PyTorch).
+// backward returns dloss/dlogits = scale (softmax - (1 - s) onehot - s / C) on kept rows and 0 on ignored
+// rows, scale = grad_output / kept ("mean") or grad_output ("sum").
+template <floating_element T>
+class CrossEntropyLoss : public Module<T> {
+ public:
+  explicit CrossEntropyLoss(CrossEntropyOptions options = {}) : options_(options) {
+    if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
+      throw std::invalid_argument("CrossEntropyLoss: label_smoothing must be in [0, 1], got " +
+                                  std::to_string(options.label_smoothing));
+  }
+
+  const CrossEntropyOptions& options() const noexcept { return options_; }
+
+  Tensor<T, 0> forward(const Tensor<T, 2>& logits, const Tensor<std::int64_t, 1>& target) {
+    if (target.shape()[0] != logits.shape()[0])
+      throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(logits.shape()) + " and target " +
+                        shape_string(target.shape()) + ": expected target (N) for logits (N, C)");
+    return compute(logits.contiguous(), target.contiguous(), {logits.shape().begin(), logits.shape().end()});
+  }
+
+  Tensor<T, 0> forward(const Tensor<T, 3>& logits, const Tensor<std::int64_t, 2>& target) {
+    if (target.shape()[0] != logits.shape()[0] || target.shape()[1] != logits.shape()[1])
+      throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(logits.shape()) + " and target " +
+                        shape_string(target.shape()) + ": expected target (B, T) for logits (B, T, C)");
+    const auto flat = logits.contiguous();
+    return compute(flat.view(Shape<2>{flat.shape()[0] * flat.shape()[1], flat.shape()[2]}),
+                   target.contiguous().view(Shape<1>{target.numel()}), {logits.shape().begin(), logits.shape().end()});
+  }
+
+  // dloss/dlogits, shaped like the forward's logits: backward() after (N, C) logits, backward<3>() after
+  // (B, T, C) logits (checked).
+  template <std::size_t R = 2>
+  Tensor<T, R> backward(T grad_output = T(1)) {
+    if (!cached_grad_) Module<T>::throw_no_cache("CrossEntropyLoss");
+    auto g = *cached_grad_;
+    cached_grad_.reset();
+    if (cached_shape_.size() != R)
+      throw shape_error("CrossEntropyLoss.backward<" + std::to_string(R) + ">: the forward logits " +
+                        shape_string(cached_shape_) + " have rank " + std::to_string(cached_shape_.size()));
+    // The cached tensor is the gradient for grad_output = 1; it is ours alone, so scale it in place.
+    if (grad_output != T(1))
+      for (T* p = g.data(); p != g.data() + g.numel(); ++p) *p *= grad_output;
+    Shape<R> shape{};
+    for (std::size_t i = 0; i < R; ++i) shape[i] = cached_shape_[i];
+    return g.view(shape);
+  }
+
+  void collect_parameters(const std::string&, ParameterList<T>&) override {}
+
+ private:
+  // logits (N, C) contiguous, target (N) contiguous; `shape` is the caller's logits shape, for messages and
+  // for backward's result.
+  Tensor<T, 0> compute(const Tensor<T, 2>& logits, const Tensor<std::int64_t, 1>& target, std::vector<index_t> shape) {
+    const index_t n = logits.shape()[0], c = logits.shape()[1];
+    if (c == 0)
+      throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(shape) +
+                        " have no classes");
+    const std::int64_t* tgt = target.data();
+    // Validate every target first, so a bad batch throws before anything is cached.
+    for (index_t i = 0; i < n; ++i)
+      if (tgt[i] != options_.ignore_index && (tgt[i] < 0 || tgt[i] >= c))
+        throw std::out_of_range("CrossEntropyLoss.forward: target id " + std::to_string(tgt[i]) + " at position " +
+                                std::to_string(i) + " is out of range for " + std::to_string(c) +
+                                " classes (valid: 0.." + std::to_string(c - 1) + ", or ignore_index " +
+                                std::to_string(options_.ignore_index) + ")");
+    const double s = options_.label_smoothing;
+    const bool training = this->is_training();
+    auto grad = training ? Tensor<T, 2>::empty(logits.shape()) : Tensor<T, 2>{};
+    const T* x = logits.data();
+    double total = 0;
+    index_t kept = 0;
+    for (index_t i = 0; i < n; ++i) {
+      const T* row = x + i * c;
+      T* grow = training ? grad.data() + i * c : nullptr;
+      if (tgt[i] == options_.ignore_index) {
+        if (training) std::fill(grow, grow + c, T(0));
+        continue;
+      }
+      ++kept;
+      // log_softmax = x - (max + log sum exp(x - max)): shifting by the max keeps exp from overflowing and
+      // the largest term at exp(0) = 1, so the sum never underflows to log(0). In double: the row's log-sum
+      // keeps its digits for float logits.
+      double mx = -std::numeric_limits<double>::infinity();
+      for (index_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+      double se = 0;
+      for (index_t j = 0; j < c; ++j) se += std::exp(static_cast<double>(row[j]) - mx);
+      const double lse = mx + std::log(se);
+      double loss = -(static_cast<double>(row[tgt[i]]) - lse) * (1.0 - s);
+      if (s > 0) {
+        double sum_logp = 0;
+        for (index_t j = 0; j < c; ++j) sum_logp += static_cast<double>(row[j]) - lse;
+        loss -= s / static_cast<double>(c) * sum_logp;
+      }
+      total += loss;
+      if (training) {
+        for (index_t j = 0; j < c; ++j) {
+          const double p = std::exp(static_cast<double>(row[j]) - lse);
+          grow[j] = static_cast<T>(p - s / static_cast<double>(c) - (j == tgt[i] ? 1.0 - s : 0.0));
+        }
+      }
+    }
+    const bool mean = options_.reduction == Reduction::mean;
+    // Mean over no kept target is 0 / 0 = NaN, as in PyTorch; the gradient is then 0 (all rows ignored).
+    const double value = mean ? (kept == 0 ? std::numeric_limits<double>::quiet_NaN() : total / static_cast<double>(kept))
+                              : total;
+    cached_grad_.reset();
+    if (training) {
+      if (mean && kept > 1) {
+        const double inv = 1.0 / static_cast<double>(kept);
+        for (T* p = grad.data(); p != grad.data() + grad.numel(); ++p) *p = static_cast<T>(*p * inv);
+      }
+      cached_grad_ = grad;
+      cached_shape_ = std::move(shape);
+    }
+    return Tensor<T, 0>(static_cast<T>(value));
+  }
+
+  CrossEntropyOptions options_;
+  std::optional<Tensor<T, 2>> cached_grad_;  // dloss/dlogits for grad_output = 1, (N, C); training mode only
   std::vector<index_t> cached_shape_;
 };
 

@@ -1,0 +1,291 @@
+// Optimizers over a flat ParameterList (Module::named_parameters()): AdamW and SGD as torch.optim computes
+// them, and clip_grad_norm (torch.nn.utils.clip_grad_norm_).
+//
+// Bit-exactness. In float32, AdamW and SGD reproduce PyTorch 1.13's single-tensor path (foreach=False, the
+// default on CPU) bit for bit, because they do the same float operations in the same order:
+//   - python-float hyper-parameters (lr * wd, 1 - beta1, bias corrections, lr / bias_correction1) are
+//     computed in double, exactly as Python does, and rounded to float once when they meet a float tensor
+//     (ATen casts a Scalar to the tensor's float "opmath" type);
+//   - every tensor operation is one rounding per op: a + alpha * b is a float multiply then a float add,
+//     addcmul's value * t1 * t2 is (value * t1) * t2, addcdiv's value * t1 / t2 is (value * t1) / t2.
+// A compiler allowed to fuse a * b + c into one FMA (GCC's default -ffp-contract=fast once FMA is enabled,
+// e.g. -march=native) would round once instead of twice; detail::rounded() stops that fusion, so the bits
+// do not depend on the build flags. tests/train/test_optimizers.cpp checks them against
+// tests/data/train.json (tools/reference/make_train_fixtures.py, which also replays the order in numpy).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "eigenformer/nn/module.hpp"
+
+namespace eigenformer::train {
+
+using nn::NamedParameter;
+using nn::ParameterList;
+
+namespace detail {
+
+// The value x, rounded to T and opaque to the optimizer: a product passed through here cannot be fused
+// with the following addition into an FMA (which would skip the product's rounding and change the bits).
+// An empty asm statement costs nothing but keeps the value in a register the compiler must treat as changed.
+template <typename T>
+inline T rounded(T x) noexcept {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__)
+  __asm__("" : "+x"(x));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(x));
+#elif defined(__GNUC__)
+  __asm__("" : "+m"(x));
+#else
+  volatile T v = x;  // MSVC contracts only under /fp:fast or /fp:contract; this covers the rest
+  x = v;
+#endif
+  return x;
+}
+
+inline void check_hyper(bool ok, const char* who, const std::string& what) {
+  if (!ok) throw std::invalid_argument(std::string(who) + ": " + what);
+}
+
+template <typename T>
+void check_grad_shape(const NamedParameter<T>& p, const char* who) {
+  if (p.grad.numel() != p.data.numel())
+    throw std::invalid_argument(std::string(who) + ": parameter " + p.name + " has " + std::to_string(p.data.numel()) +
+                                " elements but its gradient has " + std::to_string(p.grad.numel()));
+}
+
+}  // namespace detail
+
+// nanoGPT's rule for which parameters get weight decay: matrices (embeddings, Linear weights; dim >= 2)
+// do, vectors (biases, LayerNorm weight and bias) do not, since shrinking a gain or an offset towards 0
+// regularises nothing useful.
+template <floating_element T>
+bool decays_by_default(const NamedParameter<T>& p) {
+  return p.shape.size() >= 2;
+}
+
+// torch.optim.AdamW's hyper-parameters and defaults.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+};
+
+// torch.optim.AdamW: decoupled weight decay (the parameter shrinks by lr * weight_decay before the Adam
+// update, instead of weight_decay * p being added to the gradient as in Adam + L2), bias-corrected moments,
+// eps added to sqrt(v_hat). Parameters are grouped like torch's param_groups, each with its own options;
+// the step count (for the bias corrections) is per parameter, as in torch, but all advance together.
+template <floating_element T>
+class AdamW {
+ public:
+  struct Group {
+    ParameterList<T> params;
+    AdamWOptions options;
+  };
+
+  // One group: every parameter with `options`.
+  explicit AdamW(ParameterList<T> params, AdamWOptions options = {}) : AdamW(std::vector<Group>{{std::move(params), options}}) {}
+
+  // Two groups, nanoGPT-style: parameters for which `decays(p)` is true get options.weight_decay, the others
+  // 0 (decays_by_default: matrices decay, biases and LayerNorm parameters do not).
+  AdamW(ParameterList<T> params, AdamWOptions options, const std::function<bool(const NamedParameter<T>&)>& decays)
+      : AdamW(split(std::move(params), options, decays)) {}
+
+  explicit AdamW(std::vector<Group> groups) : groups_(std::move(groups)) {
+    for (const auto& g : groups_) {
+      validate(g.options);
+      for (const auto& p : g.params) {
+        detail::check_grad_shape(p, "AdamW");
+        State s{zeros<T>(Shape<1>{p.data.numel()}), zeros<T>(Shape<1>{p.data.numel()}),
+                g.options.amsgrad ? zeros<T>(Shape<1>{p.data.numel()}) : Tensor<T, 1>{}};
+        state_.push_back(std::move(s));
+      }
+    }
+  }
+
+  std::vector<Group>& groups() noexcept { return groups_; }
+  const std::vector<Group>& groups() const noexcept { return groups_; }
+  std::int64_t steps_taken() const noexcept { return step_; }
+
+  // Sets the learning rate of every group (what a schedule does before each step).
+  void set_lr(double lr) {
+    detail::check_hyper(lr >= 0, "AdamW", "lr must be >= 0, got " + std::to_string(lr));
+    for (auto& g : groups_) g.options.lr = lr;
+  }
+
+  void zero_grad() {
+    for (auto& g : groups_)
+      for (auto& p : g.params) p.grad.zero_();
+  }
+
+  // One update from the gradients in every parameter's .grad (a zero gradient still decays the parameter
+  // and the moments, as in torch, where every parameter given has a gradient).
+  void step() {
+    ++step_;
+    std::size_t k = 0;
+    for (auto& g : groups_) {
+      const auto& o = g.options;
+      // Python-float arithmetic (double), as torch computes these scalars before meeting the tensors.
+      const double bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_));
+      const double bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_));
+      const double step_size = o.lr / bias_correction1;
+      const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+      // Each scalar rounded to T once, as ATen does when a Python float multiplies a float tensor.
+      const T decay = static_cast<T>(1.0 - o.lr * o.weight_decay);
+      const T beta1 = static_cast<T>(o.beta1), one_minus_beta1 = static_cast<T>(1.0 - o.beta1);
+      const T beta2 = static_cast<T>(o.beta2), one_minus_beta2 = static_cast<T>(1.0 - o.beta2);
+      const T neg_step_size = static_cast<T>(-step_size);
+      const T bc2_sqrt = static_cast<T>(bias_correction2_sqrt);
+      const T eps = static_cast<T>(o.eps);
+      for (auto& p : g.params) {
+        auto& s = state_[k++];
+        const index_t n = p.data.numel();
+        T* x = p.data.data();
+        const T* gr = p.grad.data();
+        T* m = s.exp_avg.data();
+        T* v = s.exp_avg_sq.data();
+        T* vmax = o.amsgrad ? s.max_exp_avg_sq.data() : nullptr;
+        for (index_t i = 0; i < n; ++i) {
+          const T gi = gr[i];
+          const T xi = x[i] * decay;                                                        // param.mul_(1 - lr*wd)
+          const T mi = detail::rounded(m[i] * beta1) + detail::rounded(one_minus_beta1 * gi);  // exp_avg
+          const T vi = detail::rounded(v[i] * beta2) + detail::rounded((one_minus_beta2 * gi) * gi);  // exp_avg_sq
+          m[i] = mi;
+          v[i] = vi;
+          T second = vi;
+          if (vmax) {
+            if (vi > vmax[i]) vmax[i] = vi;  // torch.maximum: the running max of v (amsgrad)
+            second = vmax[i];
+          }
+          const T denom = std::sqrt(second) / bc2_sqrt + eps;  // division then add: nothing to fuse
+          x[i] = xi + (neg_step_size * mi) / denom;            // param.addcdiv_(exp_avg, denom, value=-step_size)
+        }
+      }
+    }
+  }
+
+ private:
+  struct State {
+    Tensor<T, 1> exp_avg, exp_avg_sq, max_exp_avg_sq;
+  };
+
+  static void validate(const AdamWOptions& o) {
+    detail::check_hyper(o.lr >= 0, "AdamW", "lr must be >= 0, got " + std::to_string(o.lr));
+    detail::check_hyper(o.eps >= 0, "AdamW", "eps must be >= 0, got " + std::to_string(o.eps));
+    detail::check_hyper(o.beta1 >= 0 && o.beta1 < 1, "AdamW", "beta1 must be in [0, 1), got " + std::to_string(o.beta1));
+    detail::check_hyper(o.beta2 >= 0 && o.beta2 < 1, "AdamW", "beta2 must be in [0, 1), got " + std::to_string(o.beta2));
+    detail::check_hyper(o.weight_decay >= 0, "AdamW", "weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+  }
+
+  static std::vector<Group> split(ParameterList<T> params, AdamWOptions options,
+                                  const std::function<bool(const NamedParameter<T>&)>& decays) {
+    Group decay{{}, options}, no_decay{{}, options};
+    no_decay.options.weight_decay = 0.0;
+    for (auto& p : params) (decays(p) ? decay : no_decay).params.push_back(std::move(p));
+    return {std::move(decay), std::move(no_decay)};
+  }
+
+  std::vector<Group> groups_;
+  std::vector<State> state_;  // one per parameter, in group order
+  std::int64_t step_ = 0;
+};
+
+// torch.optim.SGD's hyper-parameters (lr has no default there either).
+struct SGDOptions {
+  double lr = 1e-2;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;  // L2: weight_decay * p is added to the gradient (coupled, unlike AdamW)
+  bool nesterov = false;
+};
+
+// torch.optim.SGD with momentum: d = g + wd p; buf = d on the first step, then momentum buf + (1 - dampening) d;
+// the step uses buf (or d + momentum buf with nesterov); p -= lr * step. Bit-exact in float32 as AdamW is.
+template <floating_element T>
+class SGD {
+ public:
+  explicit SGD(ParameterList<T> params, SGDOptions options = {}) : params_(std::move(params)), options_(options) {
+    const auto& o = options_;
+    detail::check_hyper(o.lr >= 0, "SGD", "lr must be >= 0, got " + std::to_string(o.lr));
+    detail::check_hyper(o.momentum >= 0, "SGD", "momentum must be >= 0, got " + std::to_string(o.momentum));
+    detail::check_hyper(o.weight_decay >= 0, "SGD", "weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+    detail::check_hyper(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD",
+                        "nesterov needs momentum > 0 and dampening 0");
+    for (const auto& p : params_) {
+      detail::check_grad_shape(p, "SGD");
+      buffers_.push_back(o.momentum != 0 ? zeros<T>(Shape<1>{p.data.numel()}) : Tensor<T, 1>{});
+    }
+  }
+
+  SGDOptions& options() noexcept { return options_; }
+  void set_lr(double lr) {
+    detail::check_hyper(lr >= 0, "SGD", "lr must be >= 0, got " + std::to_string(lr));
+    options_.lr = lr;
+  }
+  void zero_grad() {
+    for (auto& p : params_) p.grad.zero_();
+  }
+
+  void step() {
+    const auto& o = options_;
+    const T wd = static_cast<T>(o.weight_decay), momentum = static_cast<T>(o.momentum);
+    const T one_minus_dampening = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
+    const bool first = !started_;
+    started_ = true;
+    for (std::size_t k = 0; k < params_.size(); ++k) {
+      auto& p = params_[k];
+      T* x = p.data.data();
+      const T* gr = p.grad.data();
+      T* buf = o.momentum != 0 ? buffers_[k].data() : nullptr;
+      for (index_t i = 0; i < p.data.numel(); ++i) {
+        T d = o.weight_decay != 0 ? gr[i] + detail::rounded(wd * x[i]) : gr[i];  // grad.add(param, alpha=wd)
+        if (buf) {
+          buf[i] = first ? d : detail::rounded(buf[i] * momentum) + detail::rounded(one_minus_dampening * d);
+          d = o.nesterov ? d + detail::rounded(momentum * buf[i]) : buf[i];
+        }
+        x[i] = x[i] + detail::rounded(neg_lr * d);  // param.add_(d, alpha=-lr)
+      }
+    }
+  }
+
+ private:
+  ParameterList<T> params_;
+  SGDOptions options_;
+  std::vector<Tensor<T, 1>> buffers_;
+  bool started_ = false;
+};
+
+// torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm: the norm of all gradients taken as one
+// vector; if it exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6) (the 1e-6 keeps a zero
+// norm from dividing by zero). Returns the norm before clipping. The sum of squares is accumulated in double
+// (PyTorch reduces in float, so the norm can differ from torch's in the last float bit); the coefficient is
+// then formed as torch forms it in float: (1 / (norm + 1e-6)) * max_norm, clamped to 1.
+template <floating_element T>
+T clip_grad_norm(ParameterList<T>& params, double max_norm) {
+  if (!(max_norm >= 0)) throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
+  double sq = 0;
+  for (const auto& p : params) {
+    const T* g = p.grad.data();
+    for (index_t i = 0; i < p.grad.numel(); ++i) sq += static_cast<double>(g[i]) * g[i];
+  }
+  const T total = static_cast<T>(std::sqrt(sq));
+  // max_norm / tensor in Python is tensor.reciprocal() * max_norm.
+  T coef = (T(1) / (total + static_cast<T>(1e-6))) * static_cast<T>(max_norm);
+  if (coef > T(1)) coef = T(1);  // torch.clamp(max=1): NaN stays NaN and poisons the gradients, as in torch
+  if (coef != T(1))
+    for (auto& p : params) {
+      T* g = p.grad.data();
+      for (index_t i = 0; i < p.grad.numel(); ++i) g[i] *= coef;
+    }
+  return total;
+}
+
+}  // namespace eigenformer::train

@@ -1,0 +1,241 @@
+// train::AdamW, train::SGD, train::clip_grad_norm and the schedules: PyTorch fixtures (tests/data/train.json),
+// invariants, bad input.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <eigenformer/train.hpp>
+
+#include "support/errors.hpp"
+#include "support/train_fixtures.hpp"
+
+using namespace eftest;
+namespace nn = ef::nn;
+namespace train = ef::train;
+
+namespace {
+
+// A few free-standing parameters named like a layer's, with flat views as named_parameters() gives them.
+template <typename T>
+struct Params {
+  std::vector<nn::Parameter<T, 2>> matrices;
+  std::vector<nn::Parameter<T, 1>> vectors;
+  nn::ParameterList<T> list;
+};
+
+// The case's initial parameters ("weight" (3, 4), "bias" (4)) as a ParameterList.
+template <typename T>
+Params<T> params_of(const json& c) {
+  Params<T> p;
+  p.matrices.emplace_back(to_tensor<T, 2>(c.at("params").at("weight")));
+  p.vectors.emplace_back(to_tensor<T, 1>(c.at("params").at("bias")));
+  nn::add_parameter(p.list, "", "weight", p.matrices[0]);
+  nn::add_parameter(p.list, "", "bias", p.vectors[0]);
+  return p;
+}
+
+template <typename T>
+void set_grads(nn::ParameterList<T>& list, const json& grads) {
+  for (auto& p : list) {
+    const auto values = values_of(grads.at(p.name));
+    REQUIRE(static_cast<index_t>(values.size()) == p.grad.numel());
+    for (std::size_t i = 0; i < values.size(); ++i) p.grad(static_cast<index_t>(i)) = static_cast<T>(values[i]);
+  }
+}
+
+// Bitwise equality of float32 values (so -0 vs 0 and NaN payloads would count too).
+void check_bits(const ef::Tensor<float, 1>& actual, const json& expected, const std::string& what) {
+  INFO(what);
+  const auto e = expected_values<float>(expected);
+  REQUIRE(static_cast<index_t>(e.size()) == actual.numel());
+  int bad = 0;
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    const float a = actual(static_cast<index_t>(i)), x = static_cast<float>(e[i]);
+    if (std::memcmp(&a, &x, sizeof(float)) != 0 && bad++ < 5)
+      FAIL_CHECK("element " << i << ": " << a << " vs expected " << x << " (diff " << (a - x) << ")");
+  }
+  CHECK(bad == 0);
+}
+
+train::AdamWOptions adamw_options(const json& config) {
+  return {.lr = config.at("lr").get<double>(),
+          .beta1 = config.at("beta1").get<double>(),
+          .beta2 = config.at("beta2").get<double>(),
+          .eps = config.at("eps").get<double>(),
+          .weight_decay = config.at("weight_decay").get<double>(),
+          .amsgrad = config.at("amsgrad").get<bool>()};
+}
+
+train::SGDOptions sgd_options(const json& config) {
+  return {.lr = config.at("lr").get<double>(),
+          .momentum = config.at("momentum").get<double>(),
+          .dampening = config.at("dampening").get<double>(),
+          .weight_decay = config.at("weight_decay").get<double>(),
+          .nesterov = config.at("nesterov").get<bool>()};
+}
+
+// Runs the recorded gradient sequence through `opt` and compares every parameter after every step, bit for bit.
+template <typename Opt>
+void check_trajectory(const json& c, Params<float>& p, Opt& opt) {
+  const auto& grads = c.at("grads");
+  const auto& after = c.at("after");
+  REQUIRE(grads.size() == 5);
+  for (std::size_t step = 0; step < grads.size(); ++step) {
+    opt.zero_grad();
+    set_grads(p.list, grads[step]);
+    opt.step();
+    for (auto& q : p.list)
+      check_bits(q.data, after[step].at(q.name),
+                 c.at("name").get<std::string>() + " step " + std::to_string(step + 1) + " " + q.name);
+  }
+}
+
+}  // namespace
+
+// Same float operations in the same order as torch 1.13's _single_tensor_adamw (see optimizers.hpp), so
+// every bit of every parameter agrees after each of the 5 steps, including amsgrad and a zero-gradient row.
+TEST_CASE("AdamW: float32 trajectories equal torch.optim.AdamW bit for bit (fixture)") {
+  for (const auto& name : train_cases_of_kind("adamw")) {
+    const auto& c = train_case(name);
+    auto p = params_of<float>(c);
+    train::AdamW<float> opt(p.list, adamw_options(c.at("config")));
+    check_trajectory(c, p, opt);
+    CHECK(opt.steps_taken() == 5);
+  }
+}
+
+TEST_CASE("SGD: float32 trajectories equal torch.optim.SGD bit for bit (fixture)") {
+  for (const auto& name : train_cases_of_kind("sgd")) {
+    const auto& c = train_case(name);
+    auto p = params_of<float>(c);
+    train::SGD<float> opt(p.list, sgd_options(c.at("config")));
+    check_trajectory(c, p, opt);
+  }
+}
+
+TEST_CASE("AdamW: nanoGPT-style groups decay matrices only; set_lr; the step really is decoupled") {
+  auto run = [](bool split) {
+    nn::Parameter<double, 2> w(ef::full<double>(ef::Shape<2>{2, 2}, 1.0));
+    nn::Parameter<double, 1> b(ef::full<double>(ef::Shape<1>{2}, 1.0));
+    nn::ParameterList<double> list;
+    nn::add_parameter(list, "", "weight", w);
+    nn::add_parameter(list, "", "bias", b);
+    train::AdamWOptions o{.lr = 0.1, .weight_decay = 0.5};
+    auto opt = split ? train::AdamW<double>(list, o, train::decays_by_default<double>) : train::AdamW<double>(list, o);
+    opt.step();  // zero gradients: Adam's update is 0 / (0 + eps) = 0, only the decay moves anything
+    return std::pair{w.data(0, 0), b.data(0)};
+  };
+  const auto [w_all, b_all] = run(false);
+  CHECK(w_all == doctest::Approx(1.0 - 0.1 * 0.5));
+  CHECK(b_all == doctest::Approx(1.0 - 0.1 * 0.5));
+  const auto [w_split, b_split] = run(true);
+  CHECK(w_split == doctest::Approx(0.95));
+  CHECK(b_split == 1.0);
+
+  nn::Parameter<float, 1> p(ef::full<float>(ef::Shape<1>{1}, 0.f));
+  nn::ParameterList<float> list;
+  nn::add_parameter(list, "", "p", p);
+  train::AdamW<float> opt(list, {.lr = 0.25, .weight_decay = 0});
+  REQUIRE(opt.groups().size() == 1);
+  opt.set_lr(0.5);
+  list[0].grad(0) = 3.f;
+  opt.step();  // the first Adam step is lr * sign(g) (up to eps): m_hat = g, sqrt(v_hat) = |g|
+  CHECK(p.data(0) == doctest::Approx(-0.5).epsilon(1e-6));
+}
+
+TEST_CASE("clip_grad_norm: total norm and clipped gradients match torch.nn.utils.clip_grad_norm_ (fixture)") {
+  for (const auto& name : train_cases_of_kind("clip_grad_norm")) {
+    const auto& c = train_case(name);
+    INFO(name);
+    Params<float> p;
+    p.matrices.emplace_back(ef::zeros<float>({3, 4}));
+    p.vectors.emplace_back(ef::zeros<float>({4}));
+    nn::add_parameter(p.list, "", "weight", p.matrices[0]);
+    nn::add_parameter(p.list, "", "bias", p.vectors[0]);
+    set_grads(p.list, c.at("grads"));
+    const float total = train::clip_grad_norm(p.list, c.at("config").at("max_norm").get<double>());
+    // The sum of 16 squares: eigenformer accumulates in double and rounds once, torch accumulates per
+    // tensor in float, so the norm (and through it the coefficient) may differ by a float ulp or two.
+    check_fixture(ef::Tensor<float, 0>(total), c.at("total_norm"), 3e-7, 0, name + " total norm");
+    for (auto& q : p.list) {
+      json flat = c.at("clipped").at(q.name);  // compared flat: q.grad is the parameter's rank-1 view
+      flat["shape"] = std::vector<index_t>{q.grad.numel()};
+      check_fixture(q.grad, flat, 5e-7, 0, name + " clipped " + q.name);
+    }
+  }
+}
+
+TEST_CASE("clip_grad_norm: no clipping below max_norm, zero gradients stay zero") {
+  nn::Parameter<double, 1> a(ef::zeros<double>({2}));
+  nn::ParameterList<double> list;
+  nn::add_parameter(list, "", "a", a);
+  a.grad(0) = 3;
+  a.grad(1) = 4;
+  CHECK(train::clip_grad_norm(list, 10.0) == 5.0);
+  CHECK(a.grad(0) == 3.0);
+  CHECK(train::clip_grad_norm(list, 1.0) == 5.0);
+  CHECK(a.grad(1) == doctest::Approx(0.8));
+  a.grad.zero_();
+  CHECK(train::clip_grad_norm(list, 1.0) == 0.0);
+  CHECK(a.grad(0) == 0.0);
+}
+
+// The Python formulas (Hugging Face's lambdas, nanoGPT's get_lr) in double: the same operations in the same
+// order, so equal to the last bit when no FMA is contracted; 1e-15 relative leaves room for a build that
+// fuses nanoGPT's min_lr + coeff * (lr - min_lr).
+TEST_CASE("schedules: values match the Hugging Face and nanoGPT formulas (fixture)") {
+  for (const auto& name : train_cases_of_kind("schedule")) {
+    const auto& c = train_case(name);
+    INFO(name);
+    const auto& cfg = c.at("config");
+    const auto steps = c.at("steps").get<std::vector<std::int64_t>>();
+    const auto& values = c.at("values");
+    const std::string kind = c.at("schedule");
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const auto s = steps[i];
+      const auto warmup = cfg.at("warmup").get<std::int64_t>();
+      double v = 0;
+      if (kind == "cosine_with_warmup") v = train::cosine_with_warmup(s, warmup, cfg.at("total").get<std::int64_t>());
+      else if (kind == "linear_with_warmup") v = train::linear_with_warmup(s, warmup, cfg.at("total").get<std::int64_t>());
+      else if (kind == "constant_with_warmup") v = train::constant_with_warmup(s, warmup);
+      else if (kind == "nanogpt")
+        v = train::nanogpt_lr(s, cfg.at("lr").get<double>(), cfg.at("min_lr").get<double>(), warmup,
+                              cfg.at("decay_iters").get<std::int64_t>());
+      else FAIL("unknown schedule " << kind);
+      INFO("step " << s);
+      CHECK(v == doctest::Approx(number(values[i])).epsilon(1e-15).scale(1e-3));
+    }
+  }
+}
+
+TEST_CASE("schedules: shape") {
+  CHECK(train::cosine_with_warmup(0, 10, 100) == 0.0);
+  CHECK(train::cosine_with_warmup(10, 10, 100) == 1.0);
+  CHECK(train::cosine_with_warmup(55, 10, 100) == doctest::Approx(0.5));
+  CHECK(train::cosine_with_warmup(100, 10, 100) == doctest::Approx(0.0));
+  CHECK(train::linear_with_warmup(120, 10, 100) == 0.0);
+  CHECK(train::constant_with_warmup(3) == 1.0);
+  CHECK(train::nanogpt_lr(0, 1e-3, 1e-4, 10, 100) == doctest::Approx(1e-3 / 11));
+  CHECK(train::nanogpt_lr(10, 1e-3, 1e-4, 10, 100) == 1e-3);
+  CHECK(train::nanogpt_lr(1000, 1e-3, 1e-4, 10, 100) == 1e-4);
+}
+
+TEST_CASE("optimizers and schedules: bad input") {
+  nn::Parameter<float, 1> p(ef::zeros<float>({3}));
+  nn::ParameterList<float> list;
+  nn::add_parameter(list, "", "p", p);
+  CHECK(error_of([&] { train::AdamW<float>(list, {.lr = -1}); }) == "AdamW: lr must be >= 0, got -1.000000");
+  CHECK(error_of([&] { train::AdamW<float>(list, {.beta1 = 1.0}); }) == "AdamW: beta1 must be in [0, 1), got 1.000000");
+  CHECK(error_of([&] { train::AdamW<float>(list, {.beta2 = -0.1}); }) == "AdamW: beta2 must be in [0, 1), got -0.100000");
+  CHECK(error_of([&] { train::AdamW<float>(list, {.weight_decay = -0.1}); }) ==
+        "AdamW: weight_decay must be >= 0, got -0.100000");
+  CHECK(error_of([&] { train::SGD<float>(list, {.momentum = 0, .nesterov = true}); }) ==
+        "SGD: nesterov needs momentum > 0 and dampening 0");
+  auto bad = list;
+  bad[0].grad = ef::zeros<float>({2});
+  CHECK(error_of([&] { train::AdamW<float>{bad}; }) == "AdamW: parameter p has 3 elements but its gradient has 2");
+  CHECK(error_of([&] { train::clip_grad_norm(list, -1.0); }) == "clip_grad_norm: max_norm must be >= 0, got -1.000000");
+  CHECK(error_of([] { train::cosine_with_warmup(-1, 10, 100); }) == "cosine_with_warmup: step must be >= 0, got -1");
+  CHECK(error_of([] { train::linear_with_warmup(1, -2, 100); }) == "linear_with_warmup: warmup must be >= 0, got -2");
+  CHECK(error_of([] { train::nanogpt_lr(1, 1e-3, 1e-4, 10, 10); }) ==
+        "nanogpt_lr: decay_iters (10) must be greater than warmup (10)");
+}
