@@ -70,3 +70,27 @@ def data_gen(seed):
     g = torch.Generator()
     g.manual_seed(seed)
     return g
+
+
+def output_dir(doc, argv=None):
+    """The --out directory of a fixture script (default: <repo>/tests/data), from its command line."""
+    import argparse
+    import os
+
+    default_out = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data"))
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], allow_abbrev=False)
+    ap.add_argument("--out", default=default_out, help="output directory (default: <repo>/tests/data)")
+    return ap.parse_args(argv).out
+
+
+def write_budgeted(out_dir, file_name, cases, budget_bytes):
+    """write_fixture into out_dir, print its size, and refuse a file over its size budget."""
+    import os
+
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, file_name)
+    size = write_fixture(path, cases)
+    print("%-40s %8d bytes %5d cases" % (path, size, len(cases)))
+    if size >= budget_bytes:
+        raise SystemExit("%s is over its %d KB budget" % (file_name, budget_bytes // 1000))
+    return size

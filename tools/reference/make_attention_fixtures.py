@@ -40,7 +40,6 @@ import sys
 os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -48,10 +47,9 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from fixture_io import FORMAT, VERSION, data_gen, enc, fval, jnum, write_fixture  # noqa: E402,F401
+from fixture_io import FORMAT, VERSION, data_gen, enc, fval, jnum, output_dir, write_budgeted, write_fixture  # noqa: E402,F401
 
 F32 = torch.float32
-HERE = os.path.dirname(os.path.abspath(__file__))
 INF = math.inf
 B, T, C, NH = 2, 5, 12, 3
 
@@ -454,18 +452,10 @@ def block_cases():
 
 
 def main(argv=None):
-    default_out = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "data"))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    ap.add_argument("--out", default=default_out, help="output directory (default: <repo>/tests/data)")
-    args = ap.parse_args(argv)
+    out_dir = output_dir(__doc__, argv)
     torch.set_num_threads(1)
     cases = sdpa_cases() + self_attention_cases() + mha_cases() + block_cases()
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "nn_attention.json")
-    size = write_fixture(path, cases)
-    print("%-40s %8d bytes %5d cases" % (path, size, len(cases)))
-    if size >= 300_000:
-        raise SystemExit("make_attention_fixtures.py: nn_attention.json is over its 300 KB budget")
+    write_budgeted(out_dir, "nn_attention.json", cases, 300_000)
     return 0
 
 

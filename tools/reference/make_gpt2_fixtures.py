@@ -45,17 +45,15 @@ import sys
 os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from fixture_io import data_gen, enc, write_fixture  # noqa: E402
+from fixture_io import data_gen, enc, output_dir, write_budgeted  # noqa: E402
 from make_attention_fixtures import q4  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = {"vocab_size": 61, "n_positions": 16, "n_embd": 12, "n_layer": 2, "n_head": 3,
           "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
           "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "initializer_range": 0.02}
@@ -338,10 +336,7 @@ def warper_cases(scores):
 
 
 def main(argv=None):
-    default_out = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "data"))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    ap.add_argument("--out", default=default_out, help="output directory (default: <repo>/tests/data)")
-    args = ap.parse_args(argv)
+    out_dir = output_dir(__doc__, argv)
     torch.set_num_threads(1)
 
     model = GPT2LMHeadModel(CONFIG)
@@ -354,12 +349,7 @@ def main(argv=None):
         cases += generation_cases(model, prompts)
     cases += warper_cases(logits[:, -1, :].clone())
 
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "gpt2_tiny.json")
-    size = write_fixture(path, cases)
-    print("%-40s %8d bytes %5d cases" % (path, size, len(cases)))
-    if size >= 150_000:
-        raise SystemExit("make_gpt2_fixtures.py: gpt2_tiny.json is over its 150 KB budget")
+    write_budgeted(out_dir, "gpt2_tiny.json", cases, 150_000)
     return 0
 
 

@@ -29,17 +29,15 @@ import sys
 os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from fixture_io import data_gen, enc, jnum, write_fixture  # noqa: E402
+from fixture_io import data_gen, enc, jnum, output_dir, write_budgeted  # noqa: E402
 
 F32 = torch.float32
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def cross_entropy_cases():
@@ -240,19 +238,11 @@ def schedule_cases():
 
 
 def main(argv=None):
-    default_out = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "data"))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    ap.add_argument("--out", default=default_out, help="output directory (default: <repo>/tests/data)")
-    args = ap.parse_args(argv)
+    out_dir = output_dir(__doc__, argv)
     torch.set_num_threads(1)
     cases = (cross_entropy_cases() + optimizer_cases("adamw", ADAMW_SPECS, 200, replay_adamw_numpy)
              + optimizer_cases("sgd", SGD_SPECS, 250, replay_sgd_numpy) + clip_cases() + schedule_cases())
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "train.json")
-    size = write_fixture(path, cases)
-    print("%-40s %8d bytes %5d cases" % (path, size, len(cases)))
-    if size >= 60_000:
-        raise SystemExit("make_train_fixtures.py: train.json is over its 60 KB budget")
+    write_budgeted(out_dir, "train.json", cases, 60_000)
     return 0
 
 
