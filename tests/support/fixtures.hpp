@@ -158,4 +158,20 @@ double max_rel_error(const ef::Tensor<T, R>& actual, const json& expected) {
   return m;
 }
 
+// A tensor whose values are their row-major positions plus `start`: [[0, 1, 2, 3], [4, 5, 6, 7], ...].
+template <typename T, std::size_t R>
+ef::Tensor<T, R> iota(const ef::Shape<R>& shape, double start = 0) {
+  auto t = ef::Tensor<T, R>::empty(shape);
+  for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<T>(start + static_cast<double>(i));
+  return t;
+}
+
+// Expected values written as doubles, converted to the element type under test.
+template <typename T>
+std::vector<T> vec(std::initializer_list<double> v) {
+  std::vector<T> out;
+  for (double x : v) out.push_back(static_cast<T>(x));
+  return out;
+}
+
 }  // namespace eftest

@@ -12,13 +12,6 @@ namespace {
 
 using namespace eftest;
 
-template <typename T, std::size_t R>
-ef::Tensor<T, R> iota(const ef::Shape<R>& shape) {
-  auto t = ef::Tensor<T, R>::empty(shape);
-  for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<T>(i);
-  return t;
-}
-
 template <typename T>
 using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 template <typename T>

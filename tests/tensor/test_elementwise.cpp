@@ -14,24 +14,11 @@ namespace {
 
 using namespace eftest;
 
-bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
-
-template <typename T, std::size_t R>
-ef::Tensor<T, R> iota(const ef::Shape<R>& shape, double start = 0) {
-  auto t = ef::Tensor<T, R>::empty(shape);
-  for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<T>(start + static_cast<double>(i));
-  return t;
-}
-
-template <typename T>
-std::vector<T> vec(std::initializer_list<double> v) {
-  std::vector<T> out;
-  for (double x : v) out.push_back(static_cast<T>(x));
-  return out;
-}
-
 template <typename T>
 constexpr T inf = std::numeric_limits<T>::infinity();
+
+bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
+
 template <typename T>
 constexpr T qnan = std::numeric_limits<T>::quiet_NaN();
 

@@ -14,20 +14,6 @@ namespace {
 
 using namespace eftest;
 
-template <typename T, std::size_t R>
-ef::Tensor<T, R> iota(const ef::Shape<R>& shape, double start = 0) {
-  auto t = ef::Tensor<T, R>::empty(shape);
-  for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<T>(start + static_cast<double>(i));
-  return t;
-}
-
-template <typename T>
-std::vector<T> vec(std::initializer_list<double> v) {
-  std::vector<T> out;
-  for (double x : v) out.push_back(static_cast<T>(x));
-  return out;
-}
-
 template <typename T>
 constexpr T inf = std::numeric_limits<T>::infinity();
 

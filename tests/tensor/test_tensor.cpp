@@ -14,21 +14,6 @@ using namespace eftest;
 
 bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
 
-// [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]] and so on: value = row-major position.
-template <typename T, std::size_t R>
-ef::Tensor<T, R> iota(const ef::Shape<R>& shape) {
-  auto t = ef::Tensor<T, R>::empty(shape);
-  for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<T>(i);
-  return t;
-}
-
-template <typename T>
-std::vector<T> vec(std::initializer_list<double> v) {
-  std::vector<T> out;
-  for (double x : v) out.push_back(static_cast<T>(x));
-  return out;
-}
-
 }  // namespace
 
 static_assert(std::is_base_of_v<std::invalid_argument, ef::shape_error>);
