@@ -89,6 +89,35 @@ inline Generator& default_generator() {
 inline void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
 
 namespace detail {
+inline Generator*& thread_generator() noexcept {
+  thread_local Generator* g = nullptr;
+  return g;
+}
+}  // namespace detail
+
+// The generator that layers draw from while running (dropout masks): the innermost GeneratorGuard of this
+// thread, else the default generator. Layers never store a generator, so none can dangle, and a thread that
+// trains with its own generator does not race with others on the default one.
+inline Generator& current_generator() noexcept {
+  Generator* g = detail::thread_generator();
+  return g ? *g : default_generator();
+}
+
+// Makes `gen` this thread's current_generator() for the guard's lifetime (scopes nest).
+class GeneratorGuard {
+ public:
+  explicit GeneratorGuard(Generator& gen) noexcept : previous_(detail::thread_generator()) {
+    detail::thread_generator() = &gen;
+  }
+  ~GeneratorGuard() { detail::thread_generator() = previous_; }
+  GeneratorGuard(const GeneratorGuard&) = delete;
+  GeneratorGuard& operator=(const GeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
+
+namespace detail {
 
 // Box-Muller over blocks of 16 uniforms, pairing element j with j + 8 (PyTorch's normal_fill_16). For
 // float, theta = float(2 pi) * u2 in float as PyTorch's AVX2 kernel computes it; for double, as its
