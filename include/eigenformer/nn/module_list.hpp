@@ -11,9 +11,18 @@
 
 namespace eigenformer::nn {
 
+namespace detail {
+template <floating_element T>
+T module_element(const Module<T>*);
+}  // namespace detail
+
+// The element type T of a class derived from Module<T>.
 template <class M>
-class ModuleList : public Module<typename M::value_type> {
-  using T = typename M::value_type;
+using module_element_t = decltype(detail::module_element(static_cast<const M*>(nullptr)));
+
+template <class M>
+class ModuleList : public Module<module_element_t<M>> {
+  using T = module_element_t<M>;
 
  public:
   ModuleList() = default;
