@@ -1,8 +1,10 @@
 // The models module: complete networks built from eigenformer::nn layers, named and laid out as Hugging Face
 // checkpoints are, and their generation loops.
 //
-//   models/gpt2.hpp        GPT2Config, GPT2LMHeadModel (tied LM head, Conv1D layout), KVCache
-//   models/generation.hpp  GenerationConfig, generate (greedy, temperature, top-k, top-p, sampling equal to
+//   models/gpt2.hpp        GPT2Config, GPT2LMHeadModel > GPT2Model > GPT2Block > GPT2Attention / GPT2MLP
+//                          (Hugging Face's module tree and names, tied LM head, Conv1D layout), KVCache
+//   models/generation.hpp  the CausalLM concept (any decoder with make_cache and a cached forward),
+//                          GenerationConfig, generate (greedy, temperature, top-k, top-p, sampling equal to
 //                          torch.multinomial), the next-token table
 //   models/pretrained.hpp  load_gpt2 / save_pretrained: Hugging Face model directories (config.json +
 //                          model.safetensors; needs nlohmann/json, a dependency of eigenformer::eigenformer)

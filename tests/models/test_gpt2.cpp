@@ -1,8 +1,9 @@
 // GPT2LMHeadModel and generation: PyTorch fixtures (tests/data/gpt2_tiny.json, written by
 // tools/reference/make_gpt2_fixtures.py: Hugging Face's GPT-2 in plain torch on a tiny config) for the logits,
 // every parameter's gradient with dropout, the initialisation rule, greedy and sampled generation and the
-// logits warpers; central finite differences of the whole model; the KV cache against the full forward; bad
-// input.
+// logits warpers; Hugging Face's printed module tree; central finite differences of the whole model; the KV
+// cache against the full forward (all positions, or only the last); generate() on another CausalLM; bad
+// input. Threads, thread counts and gradient-free inference: test_threads.cpp.
 //
 // Tolerances against PyTorch. The fixture is a float32 run from float32 parameters (exact in double too), so
 // its own rounding is the floor: against a float64 run of the same script it differs by up to 1.8e-6 in
@@ -18,7 +19,9 @@
 // A wrong transpose, mask, scale, tie or dropout draw is off by O(1).
 #include <doctest/doctest.h>
 
-#include <eigenformer/models.hpp>
+#include <eigenformer/models/generation.hpp>
+#include <sstream>
+#include <eigenformer/models/gpt2.hpp>
 
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
@@ -80,13 +83,13 @@ void check_gpt2_grads(ef::nn::Module<T>& m, const json& c, const std::string& wh
     REQUIRE_MESSAGE(grads.contains(p.name), p.name);
     REQUIRE(shape_of(grads.at(p.name)) == p.shape);
     json flat = grads.at(p.name);
-    flat["shape"] = std::vector<index_t>{p.grad.numel()};
+    flat["shape"] = std::vector<index_t>{p.grad().numel()};
     double scale = 0;
     for (const double e : values_of(flat)) scale = std::max(scale, std::abs(e));
-    check_fixture(p.grad, flat, gpt2_rtol, gpt2_grad_scale * scale, what + " d" + p.name);
+    check_fixture(p.grad(), flat, gpt2_rtol, gpt2_grad_scale * scale, what + " d" + p.name);
     if (std::getenv("EIGENFORMER_REPORT_ERRORS"))
       std::cout << "[fixture scale] " << what << " d" << p.name << ": max |expected| " << scale
-                << ", max abs error / scale " << errors_of(p.grad, flat).max_abs / scale << "\n";
+                << ", max abs error / scale " << errors_of(p.grad(), flat).max_abs / scale << "\n";
   }
 }
 
@@ -121,8 +124,8 @@ TEST_CASE("GPT2LMHeadModel: Hugging Face state-dict names and shapes, tied head,
   CHECK(names.back() == "transformer.ln_f.bias");
   CHECK(names.size() == 2 + 12 * 2 + 2);  // no lm_head.weight: it is wte
   // Conv1D weights are (in, out), as in the checkpoints.
-  CHECK(m.h[0].attn.c_attn.weight.shape() == ef::Shape<2>{12, 36});
-  CHECK(m.h[0].mlp.c_proj.weight.shape() == ef::Shape<2>{48, 12});
+  CHECK(m.transformer.h[0].attn.c_attn.weight.shape() == ef::Shape<2>{12, 36});
+  CHECK(m.transformer.h[0].mlp.c_proj.weight.shape() == ef::Shape<2>{48, 12});
   CHECK(m.num_parameters() == 61 * 12 + 16 * 12 + 2 * (4 * 12 + 12 * 36 + 36 + 12 * 12 + 12 + 12 * 48 + 48 + 48 * 12 + 12) + 2 * 12);
 
   const auto small = models::GPT2Config::gpt2_small();
@@ -138,6 +141,27 @@ TEST_CASE("GPT2LMHeadModel: Hugging Face state-dict names and shapes, tied head,
   CHECK(small.resid_pdrop == 0.1);
   CHECK(models::GPT2Config::gpt2_xl().head_dim() == 64);
   CHECK_NOTHROW(models::GPT2Config::gpt2_large().validate());
+}
+
+TEST_CASE("GPT2LMHeadModel: std::cout << model prints what print(model) prints in PyTorch (fixture)") {
+  // The fixture's text is print(model) of the twin module tree with Hugging Face's class and attribute names
+  // (torch 1.13 lists every ModuleList entry), for the same config.
+  const auto& c = gpt2_case("repr");
+  REQUIRE(c.at("config") == gpt2_case("model").at("config"));
+  auto m = fixture_model<float>();
+  std::ostringstream os;
+  os << m;
+  CHECK(os.str() == c.at("text").get<std::string>());
+  // The tied head prints as a Linear but owns nothing: its tensor is listed once, as wte.
+  CHECK(m.lm_head.repr() == "Linear(in_features=12, out_features=61, bias=False)");
+  for (const auto& p : m.named_parameters()) CHECK(p.name.find("lm_head") == std::string::npos);
+  // Hugging Face's module names, as named_modules() lists them.
+  std::vector<std::string> modules;
+  for (const auto& [name, module] : m.named_modules()) modules.push_back(name);
+  CHECK(modules.size() == 1 + 1 + 5 + 2 * (1 + 1 + 1 + 4 + 1 + 1 + 4) + 1);
+  CHECK(std::find(modules.begin(), modules.end(), "transformer.h.1.attn.attn_dropout") != modules.end());
+  CHECK(std::find(modules.begin(), modules.end(), "transformer.h.0.mlp.act") != modules.end());
+  CHECK(modules.back() == "lm_head");
 }
 
 TEST_CASE_TEMPLATE("GPT2LMHeadModel: eval-mode logits match PyTorch (fixture)", T, float, double) {
@@ -172,7 +196,7 @@ TEST_CASE_TEMPLATE("GPT2LMHeadModel: training forward with dropout and every gra
   m.backward(probe);
   check_gpt2_grads(m, c, "model" + tag<T>());
   // backward consumed the cache.
-  CHECK_THROWS_WITH_AS(m.backward(probe), doctest::Contains("nothing cached"), std::logic_error);
+  CHECK_THROWS_WITH_AS(m.backward(probe), doctest::Contains("nothing saved"), std::logic_error);
 }
 
 TEST_CASE("GPT2LMHeadModel: initialisation is Hugging Face's rule drawn in parameter order (fixture)") {
@@ -202,16 +226,16 @@ TEST_CASE("GPT2LMHeadModel: initialisation is Hugging Face's rule drawn in param
     for (const float x : w.to_vector()) s += static_cast<double>(x) * x;
     return std::sqrt(s / static_cast<double>(w.numel()));
   };
-  CHECK(spread(m.h[0].mlp.c_proj.weight.data) == doctest::Approx(0.01).epsilon(0.15));
-  CHECK(spread(m.h[0].mlp.c_fc.weight.data) == doctest::Approx(0.02).epsilon(0.15));
-  CHECK(spread(m.wte.data) == doctest::Approx(0.02).epsilon(0.15));
+  CHECK(spread(m.transformer.h[0].mlp.c_proj.weight.data) == doctest::Approx(0.01).epsilon(0.15));
+  CHECK(spread(m.transformer.h[0].mlp.c_fc.weight.data) == doctest::Approx(0.02).epsilon(0.15));
+  CHECK(spread(m.transformer.wte.weight.data) == doctest::Approx(0.02).epsilon(0.15));
   // no_init: zeros, nothing drawn.
   ef::manual_seed(5);
   const float before = ef::rand({1}).item();
   ef::manual_seed(5);
   models::GPT2LMHeadModel<float> z(fixture_config(), models::no_init);
   CHECK(ef::rand({1}).item() == before);
-  for (const float x : z.wte.data.to_vector()) CHECK(x == 0.0f);
+  for (const float x : z.transformer.wte.weight.data.to_vector()) CHECK(x == 0.0f);
 }
 
 TEST_CASE("GPT2LMHeadModel: backward matches central finite differences (double), every parameter") {
@@ -241,7 +265,7 @@ TEST_CASE("GPT2LMHeadModel: backward matches central finite differences (double)
     return out;
   };
   for (auto& p : m.named_parameters())
-    check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-8, "d" + p.name);
+    check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-8, "d" + p.name);
 }
 
 TEST_CASE_TEMPLATE("GPT2LMHeadModel: KV-cache logits equal the full forward's", T, float, double) {
@@ -282,6 +306,65 @@ TEST_CASE_TEMPLATE("GPT2LMHeadModel: KV-cache logits equal the full forward's", 
   CHECK_THROWS_AS(m.backward(ef::zeros<T>({2, 9, 61})), std::logic_error);
   cache.reset();
   CHECK(cache.length() == 0);
+}
+
+TEST_CASE_TEMPLATE("GPT2LMHeadModel: a cached forward with LogitsFor::last returns the last position only", T, float,
+                   double) {
+  auto m = fixture_model<T>();
+  const auto ids = ids_of(gpt2_case("model").at("inputs").at("input_ids"));  // (2, 9)
+  const auto full = m.forward(ids);
+  // The KV-cache tolerances above (same arithmetic, other GEMM shapes).
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12, atol = std::is_same_v<T, float> ? 5e-6 : 1e-12;
+  auto cache = m.make_cache(2, 9);
+  const auto prompt = m.forward(ids.narrow(1, 0, 6).contiguous(), cache, models::LogitsFor::last);
+  CHECK(prompt.shape() == ef::Shape<3>{2, 1, 61});
+  CHECK(cache.length() == 6);  // every prompt token is cached, whatever the logits asked for
+  check_tensors_close(prompt, full.narrow(1, 5, 1), rtol, atol, "prompt, last position" + tag<T>());
+  const auto step = m.forward(ids.narrow(1, 6, 3).contiguous(), cache, models::LogitsFor::last);
+  CHECK(step.shape() == ef::Shape<3>{2, 1, 61});
+  check_tensors_close(step, full.narrow(1, 8, 1), rtol, atol, "after the cache, last position" + tag<T>());
+}
+
+// A bigram "language model" that is not GPT-2: logits(next | last token) = table[last]. It satisfies
+// CausalLM with a cache that only counts positions, so generate() must drive it as it drives GPT-2.
+struct BigramLM {
+  using value_type = double;
+  struct Cache {
+    index_t len = 0, cap = 0;
+    index_t length() const { return len; }
+  };
+  using cache_type = Cache;
+
+  ef::Tensor<double, 2> table;  // (V, V)
+  index_t vocab_size() const { return table.shape()[0]; }
+  index_t max_positions() const { return 32; }
+  Cache make_cache(index_t, index_t capacity) const { return Cache{0, capacity}; }
+  ef::Tensor<double, 3> forward(const ef::Tensor<std::int64_t, 2>& ids, Cache& cache, models::LogitsFor which) const {
+    const index_t b = ids.shape()[0], t = ids.shape()[1], v = vocab_size();
+    const index_t first = which == models::LogitsFor::last ? t - 1 : 0;
+    auto out = ef::Tensor<double, 3>::empty({b, t - first, v});
+    for (index_t i = 0; i < b; ++i)
+      for (index_t j = first; j < t; ++j)
+        for (index_t k = 0; k < v; ++k) out(i, j - first, k) = table(ids(i, j), k);
+    cache.len += t;
+    if (cache.len > cache.cap) throw std::out_of_range("BigramLM: cache overflow");
+    return out;
+  }
+};
+static_assert(models::CausalLM<BigramLM>);
+static_assert(models::CausalLM<models::GPT2LMHeadModel<double>>);
+static_assert(!models::CausalLM<ef::nn::LayerNorm<float>>);
+
+TEST_CASE("generate: any CausalLM, not only GPT-2 (a bigram table)") {
+  BigramLM lm{ef::zeros<double>({5, 5})};
+  for (index_t i = 0; i < 5; ++i) lm.table(i, (i * 2 + 1) % 5) = 1.0;  // 0 -> 1 -> 3 -> 2 -> 0, 4 -> 4
+  models::GenerationConfig g;
+  g.max_new_tokens = 6;
+  const auto out = models::generate(lm, ef::tensor<std::int64_t>({{0, 4}, {2, 2}}), g);
+  CHECK(out.to_vector() == std::vector<std::int64_t>{0, 4, 4, 4, 4, 4, 4, 4, 2, 2, 0, 1, 3, 2, 0, 1});
+  g.eos_token_id = 3;  // generation stops once the only sequence has produced it
+  CHECK(models::generate(lm, std::vector<std::int64_t>{2}, g) == std::vector<std::int64_t>{2, 0, 1, 3});
+  CHECK(models::next_token_table(lm, {1}, 2)[0].id == 3);
 }
 
 TEST_CASE_TEMPLATE("generate: greedy search equals PyTorch's, with and without eos (fixture)", T, float, double) {
@@ -468,7 +551,7 @@ TEST_CASE("GPT2LMHeadModel: bad input throws, naming what was wrong") {
                        ef::shape_error);
   auto other = fixture_config();
   other.n_layer = 3;
-  models::KVCache<float> wrong(other, 1);
+  auto wrong = models::GPT2LMHeadModel<float>(other, models::no_init).make_cache(1);
   CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>{1}, wrong), doctest::Contains("made for another config"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(m.make_cache(1, 17), doctest::Contains("capacity 17 must be within 1..n_positions 16"),

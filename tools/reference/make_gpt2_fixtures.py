@@ -27,6 +27,9 @@ On a tiny config (vocab 61, n_positions 16, n_embd 12, n_layer 2, n_head 3) it r
                 second with an eos_token_id that row 0 produces, so row 0 is padded after it.
   * "warp_*":   the logits warpers on the last-position logits (and a hand-made row with ties).
   * "sample_*": do_sample=True after torch.manual_seed(seed), with the sampled sequences.
+  * "repr":     print(model) of this module tree, which carries Hugging Face's class and attribute names
+                (GPT2LMHeadModel > GPT2Model > ModuleList of GPT2Block > GPT2Attention / GPT2MLP, Conv1D(),
+                NewGELUActivation(), the tied lm_head as a bias-free Linear): what `std::cout << model` prints.
 
 Design notes:
   * ATEN_CPU_CAPABILITY=default and one thread, as make_attention_fixtures.py (whose encoding helpers are
@@ -64,24 +67,31 @@ CONFIG = {"vocab_size": 61, "n_positions": 16, "n_embd": 12, "n_layer": 2, "n_he
 # ---------------------------------------------------------------------------
 
 class Conv1D(nn.Module):
-    """A Linear whose weight is stored (in_features, out_features): y = x W + b."""
+    """A Linear whose weight is stored (in_features, out_features): y = x W + b. No extra_repr, so it prints
+    as `Conv1D()`, as Hugging Face's does."""
 
-    def __init__(self, n_out, n_in):
+    def __init__(self, nf, nx):
         super().__init__()
-        self.n_out = n_out
-        self.weight = nn.Parameter(torch.zeros(n_in, n_out))
-        self.bias = nn.Parameter(torch.zeros(n_out))
+        self.nf = nf
+        self.weight = nn.Parameter(torch.zeros(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
 
     def forward(self, x):
         y = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)
-        return y.view(*x.shape[:-1], self.n_out)
+        return y.view(*x.shape[:-1], self.nf)
 
 
-def gelu_new(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+class NewGELUActivation(nn.Module):
+    """gelu_new: the tanh approximation written out with torch.tanh (Hugging Face's ACT2FN["gelu_new"])."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
-class Attention(nn.Module):
+# The classes below carry Hugging Face's class and attribute names, so print(model) is the module tree that
+# transformers prints for GPT2LMHeadModel (the "repr" case; torch 1.13 lists every ModuleList entry).
+
+class GPT2Attention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.c, self.nh = cfg["n_embd"], cfg["n_head"]
@@ -112,26 +122,27 @@ class Attention(nn.Module):
         return self.resid_dropout(self.c_proj(a)), present
 
 
-class MLP(nn.Module):
+class GPT2MLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         c = cfg["n_embd"]
         self.c_fc = Conv1D(4 * c, c)
         self.c_proj = Conv1D(c, 4 * c)
+        self.act = NewGELUActivation()
         self.dropout = nn.Dropout(cfg["resid_pdrop"])
 
     def forward(self, x):
-        return self.dropout(self.c_proj(gelu_new(self.c_fc(x))))
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 
-class Block(nn.Module):
+class GPT2Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         c, eps = cfg["n_embd"], cfg["layer_norm_epsilon"]
         self.ln_1 = nn.LayerNorm(c, eps=eps)
-        self.attn = Attention(cfg)
+        self.attn = GPT2Attention(cfg)
         self.ln_2 = nn.LayerNorm(c, eps=eps)
-        self.mlp = MLP(cfg)
+        self.mlp = GPT2MLP(cfg)
 
     def forward(self, x, past=None):
         a, present = self.attn(self.ln_1(x), past)
@@ -139,13 +150,13 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x)), present
 
 
-class Transformer(nn.Module):
+class GPT2Model(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.wte = nn.Embedding(cfg["vocab_size"], cfg["n_embd"])
         self.wpe = nn.Embedding(cfg["n_positions"], cfg["n_embd"])
         self.drop = nn.Dropout(cfg["embd_pdrop"])
-        self.h = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layer"]))
+        self.h = nn.ModuleList(GPT2Block(cfg) for _ in range(cfg["n_layer"]))
         self.ln_f = nn.LayerNorm(cfg["n_embd"], eps=cfg["layer_norm_epsilon"])
 
 
@@ -153,7 +164,9 @@ class GPT2LMHeadModel(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
-        self.transformer = Transformer(cfg)
+        self.transformer = GPT2Model(cfg)
+        self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied: one parameter, listed once as wte's
 
     def forward(self, ids, past=None):
         t = self.transformer
@@ -165,7 +178,9 @@ class GPT2LMHeadModel(nn.Module):
             x, p = block(x, None if past is None else past[i])
             presents.append(p)
         x = t.ln_f(x)
-        return x @ t.wte.weight.t(), presents  # lm_head tied to wte
+        # The product spelled as the original twin did (F.linear rounds differently), so the recorded
+        # logits keep their bytes; the weight is the tied one either way.
+        return x @ self.lm_head.weight.t(), presents
 
 
 def test_parameters(model, seed):
@@ -259,7 +274,7 @@ def model_case(model, ids):
     model.eval()
     return {
         "name": "model", "config": CONFIG,
-        "params": {k: enc(v) for k, v in model.state_dict().items()},
+        "params": {k: enc(p) for k, p in model.named_parameters()},  # no lm_head.weight: tied
         "inputs": {"input_ids": enc(ids)}, "logits": enc(logits_eval),
         "forward_seed": forward_seed, "probe": enc(probe), "loss": enc(loss),
         "grads": {k: enc(p.grad) for k, p in model.named_parameters()},
@@ -343,7 +358,7 @@ def main(argv=None):
     test_parameters(model, 1201)
     ids = torch.randint(0, CONFIG["vocab_size"], (2, 9), generator=data_gen(1204))
     prompts = torch.randint(0, CONFIG["vocab_size"], (2, 4), generator=data_gen(1205))
-    cases = [model_case(model, ids), init_case()]
+    cases = [model_case(model, ids), init_case(), {"name": "repr", "config": CONFIG, "text": str(model)}]
     with torch.no_grad():
         logits, _ = model(ids)
         cases += generation_cases(model, prompts)

@@ -1,5 +1,6 @@
-// Text generation for GPT2LMHeadModel, as Hugging Face's GenerationMixin.generate does it for greedy search
-// and multinomial sampling, plus the next-token table of `--show-top K`.
+// Text generation for any causal language model (the CausalLM concept below; GPT2LMHeadModel is one), as
+// Hugging Face's GenerationMixin.generate does it for greedy search and multinomial sampling, plus the
+// next-token table of `--show-top K`.
 //
 //   greedy (do_sample = false): the argmax of the last position's logits (the lowest id among equal maxima,
 //       as torch.argmax); the warpers are not applied, as in transformers.
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -35,9 +37,29 @@
 #include <utility>
 #include <vector>
 
-#include "eigenformer/models/gpt2.hpp"
+#include "eigenformer/random.hpp"
+#include "eigenformer/tensor.hpp"
 
 namespace eigenformer::models {
+
+// Which positions a cached forward computes logits for: every new one, or only the last of each sequence
+// (all that generation reads; for a prompt of T tokens it skips T - 1 rows of the LM head).
+enum class LogitsFor { all, last };
+
+// A decoder that generate() can drive: a vocabulary and a position limit, a KV cache made by the model, and
+// a cached forward that takes the new tokens (B, Tn), appends them to the cache and returns logits
+// (B, Tn, V), or (B, 1, V) for LogitsFor::last. The forward is const: generation only reads the model.
+template <class M>
+concept CausalLM = requires(const M& model, const Tensor<std::int64_t, 2>& ids, index_t n,
+                            typename M::cache_type& cache) {
+  typename M::value_type;
+  requires floating_element<typename M::value_type>;
+  { model.vocab_size() } -> std::convertible_to<index_t>;
+  { model.max_positions() } -> std::convertible_to<index_t>;
+  { model.make_cache(n, n) } -> std::same_as<typename M::cache_type>;
+  { cache.length() } -> std::convertible_to<index_t>;
+  { model.forward(ids, cache, LogitsFor::last) } -> std::same_as<Tensor<typename M::value_type, 3>>;
+};
 
 // Hugging Face's GenerationConfig fields that greedy search and sampling use, with its defaults (top_k 50
 // applies only when sampling; 0 disables it, as does top_p 1).
@@ -187,11 +209,11 @@ Tensor<std::int64_t, 1> greedy_next(const Tensor<T, 2>& scores) {
 // inference whatever the model's mode. Sampling draws from a Generator seeded with config.seed if set,
 // else from `gen`. Throws std::invalid_argument for an invalid config or when the prompt and the new tokens
 // need more than n_positions positions (every token but the last new one passes through the model).
-template <floating_element T>
-Tensor<std::int64_t, 2> generate(GPT2LMHeadModel<T>& model, const Tensor<std::int64_t, 2>& input_ids,
+template <CausalLM M>
+Tensor<std::int64_t, 2> generate(const M& model, const Tensor<std::int64_t, 2>& input_ids,
                                  const GenerationConfig& config, Generator& gen = default_generator()) {
   const index_t b = input_ids.shape()[0], t = input_ids.shape()[1];
-  const index_t n_positions = model.config().n_positions, vocab = model.config().vocab_size;
+  const index_t n_positions = model.max_positions(), vocab = model.vocab_size();
   if (config.max_new_tokens < 0)
     throw std::invalid_argument("generate: max_new_tokens must be >= 0, got " + std::to_string(config.max_new_tokens));
   if (config.do_sample) {  // the warpers' own checks, up front rather than at the first step
@@ -223,7 +245,7 @@ Tensor<std::int64_t, 2> generate(GPT2LMHeadModel<T>& model, const Tensor<std::in
     for (index_t j = 0; j < t; ++j) seqs[static_cast<std::size_t>(i)].push_back(input_ids(i, j));
   std::vector<bool> unfinished(static_cast<std::size_t>(b), true);
   auto cache = model.make_cache(b, needed);
-  auto logits = model.forward(input_ids, cache);  // (B, T, V)
+  auto logits = model.forward(input_ids, cache, LogitsFor::last);  // (B, 1, V)
   for (index_t step = 0; step < config.max_new_tokens; ++step) {
     const auto scores = logits.select(1, logits.shape()[1] - 1).contiguous();  // (B, V)
     const auto next = config.do_sample ? sample_multinomial(softmax(warp_logits(scores, config), -1), g)
@@ -239,7 +261,7 @@ Tensor<std::int64_t, 2> generate(GPT2LMHeadModel<T>& model, const Tensor<std::in
       any_unfinished = any_unfinished || unfinished[ui];
     }
     if (!any_unfinished || step + 1 == config.max_new_tokens) break;
-    logits = model.forward(fed, cache);
+    logits = model.forward(fed, cache, LogitsFor::last);
   }
   const index_t total = static_cast<index_t>(seqs[0].size());
   auto out = Tensor<std::int64_t, 2>::empty({b, total});
@@ -249,8 +271,8 @@ Tensor<std::int64_t, 2> generate(GPT2LMHeadModel<T>& model, const Tensor<std::in
 }
 
 // One prompt: returns the prompt followed by the new tokens.
-template <floating_element T>
-std::vector<std::int64_t> generate(GPT2LMHeadModel<T>& model, const std::vector<std::int64_t>& prompt,
+template <CausalLM M>
+std::vector<std::int64_t> generate(const M& model, const std::vector<std::int64_t>& prompt,
                                    const GenerationConfig& config, Generator& gen = default_generator()) {
   auto ids = Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(prompt.size())});
   std::copy(prompt.begin(), prompt.end(), ids.data());
@@ -287,13 +309,14 @@ std::vector<TokenProbability> top_tokens(const Tensor<T, 1>& logits, index_t k) 
 
 // The next-token table after a prompt (the `--show-top K` listing): the k most probable next tokens and their
 // probabilities under the model (no temperature or filtering). Runs as inference.
-template <floating_element T>
-std::vector<TokenProbability> next_token_table(GPT2LMHeadModel<T>& model, const std::vector<std::int64_t>& prompt,
-                                               index_t k) {
+template <CausalLM M>
+std::vector<TokenProbability> next_token_table(const M& model, const std::vector<std::int64_t>& prompt, index_t k) {
   const auto len = static_cast<index_t>(prompt.size());  // bad lengths are reported by forward
-  auto cache = model.make_cache(1, std::clamp<index_t>(len, 1, model.config().n_positions));
-  const auto logits = model.forward(prompt, cache);  // (1, T, V)
-  return top_tokens(logits.select(0, 0).select(0, logits.shape()[1] - 1), k);
+  auto cache = model.make_cache(1, std::clamp<index_t>(len, 1, model.max_positions()));
+  auto ids = Tensor<std::int64_t, 2>::empty({1, len});
+  std::copy(prompt.begin(), prompt.end(), ids.data());
+  const auto logits = model.forward(ids, cache, LogitsFor::last);  // (1, 1, V)
+  return top_tokens(logits.select(0, 0).select(0, 0), k);
 }
 
 }  // namespace eigenformer::models

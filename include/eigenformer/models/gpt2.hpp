@@ -11,6 +11,12 @@
 //   transformer.h.{i}.mlp.c_proj.weight (4C, C), .bias (C)
 //   transformer.ln_f.{weight,bias} (C)
 //
+// Module tree (Hugging Face's, so `std::cout << model` prints what print(model) prints in PyTorch):
+//   GPT2LMHeadModel { transformer: GPT2Model { wte: Embedding, wpe: Embedding, drop: Dropout,
+//                     h: ModuleList<GPT2Block>, ln_f: LayerNorm }, lm_head: TiedLMHead (prints as Linear) }
+//   GPT2Block { ln_1, attn: GPT2Attention { c_attn, c_proj, attn_dropout, resid_dropout }, ln_2,
+//               mlp: GPT2MLP { c_fc, c_proj, act, dropout } }
+//
 // Layout decision: the Conv1D weights keep Hugging Face's (in, out) layout rather than nn.Linear's (out, in),
 // so a safetensors tensor is copied as it is, with no transpose on load or save; the forward multiplies by
 // W instead of W^T, which Eigen does at the same speed. lm_head.weight is not a parameter of its own: the
@@ -23,7 +29,7 @@
 //         heads merged, c_proj, resid dropout. (HF fills masked scores with the float minimum instead of
 //         -inf; every causal row keeps its diagonal, so the weights are the same.)
 //   mlp:  c_proj(gelu_new(c_fc(x))), resid dropout.
-// Dropout (training mode only) draws in forward order from the generator given at construction: embeddings
+// Dropout (training mode only) draws in forward order from eigenformer::current_generator(): embeddings
 // (embd_pdrop), then per block the attention weights (attn_pdrop), the attention output and the MLP output
 // (resid_pdrop) -- the order of PyTorch's forward, so a manual_seed'ed training step reproduces it.
 //
@@ -34,10 +40,12 @@
 // (module constructors, two init passes), so its stream is not reproduced, only its distributions.
 //
 // Inference with a KV cache: KVCache holds every layer's keys and values, preallocated (B, NH, capacity, HS);
-// forward(ids, cache) runs only the new tokens, attending to the cached ones, and returns their logits.
+// forward(ids, cache, which) runs only the new tokens, attending to the cached ones, and returns the logits of
+// the positions asked for (all new ones, or only the last: what generation uses). It is inference by
+// construction, whatever the training flag: no dropout and nothing saved for backward, so it never writes to
+// the model. GPT2LMHeadModel satisfies models::CausalLM (generation.hpp), which is all generate() needs.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -49,11 +57,15 @@
 #include "eigenformer/nn/attention.hpp"
 #include "eigenformer/nn/conv1d.hpp"
 #include "eigenformer/nn/detail/checks.hpp"
+#include "eigenformer/models/generation.hpp"
 #include "eigenformer/nn/dropout.hpp"
+#include "eigenformer/nn/embedding.hpp"
 #include "eigenformer/nn/layernorm.hpp"
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/nn/module_list.hpp"
 #include "eigenformer/random.hpp"
 #include "eigenformer/tensor.hpp"
+#include "eigenformer/tensor/backend.hpp"
 
 namespace eigenformer::models {
 
@@ -132,60 +144,11 @@ struct no_init_t {
 };
 inline constexpr no_init_t no_init{};
 
-// The keys and values of every layer for up to `capacity` positions of a batch of B sequences,
-// preallocated as (B, NH, capacity, HS) per layer so decoding never reallocates. length() tokens are cached;
-// each GPT2LMHeadModel::forward(ids, cache) appends its tokens. Memory: 2 n_layer B capacity n_embd elements
-// (GPT-2 small, B = 1, 1024 positions: 75 MB in float), so pass a smaller capacity when the length is known.
+// The KV cache of a decoder: nn::KVCache from the attention core (one LayerKVCache per layer, keys and
+// values preallocated (B, NH, capacity, HS), so decoding never reallocates them). Not GPT-2's own: any
+// decoder built on nn::fused_attention uses it. GPT2LMHeadModel::make_cache sizes one for the model.
 template <floating_element T>
-class KVCache {
- public:
-  KVCache(const GPT2Config& config, index_t batch, index_t capacity = 0)
-      : batch_(batch), capacity_(capacity == 0 ? config.n_positions : capacity), n_positions_(config.n_positions) {
-    config.validate();
-    if (batch <= 0) throw std::invalid_argument("KVCache: batch must be positive, got " + std::to_string(batch));
-    if (capacity_ < 0 || capacity_ > config.n_positions)
-      throw std::invalid_argument("KVCache: capacity " + std::to_string(capacity) + " must be within 1..n_positions " +
-                                  std::to_string(config.n_positions) + " (0 = n_positions)");
-    const Shape<4> shape{batch, config.n_head, capacity_, config.head_dim()};
-    for (index_t i = 0; i < config.n_layer; ++i) {
-      keys.push_back(Tensor<T, 4>::empty(shape));
-      values.push_back(Tensor<T, 4>::empty(shape));
-    }
-  }
-
-  std::vector<Tensor<T, 4>> keys, values;  // per layer (B, NH, capacity, HS); rows [0, length()) are valid
-
-  index_t length() const noexcept { return length_; }
-  index_t batch() const noexcept { return batch_; }
-  index_t capacity() const noexcept { return capacity_; }
-  index_t n_layer() const noexcept { return static_cast<index_t>(keys.size()); }
-  // Forgets every cached token (the storage is kept).
-  void reset() noexcept { length_ = 0; }
-
- private:
-  template <floating_element>
-  friend class GPT2LMHeadModel;
-  index_t batch_, capacity_, n_positions_;
-  index_t length_ = 0;
-};
-
-namespace detail {
-
-// Switches a module to eval mode for a scope and restores its mode after (inference paths).
-template <floating_element T>
-class EvalScope {
- public:
-  explicit EvalScope(nn::Module<T>& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-  ~EvalScope() { m_.train(was_training_); }
-  EvalScope(const EvalScope&) = delete;
-  EvalScope& operator=(const EvalScope&) = delete;
-
- private:
-  nn::Module<T>& m_;
-  bool was_training_;
-};
-
-}  // namespace detail
+using KVCache = nn::KVCache<T>;
 
 // Causal multi-head self-attention with Conv1D projections (Hugging Face's GPT2Attention).
 template <floating_element T>
@@ -194,133 +157,87 @@ class GPT2Attention : public nn::Module<T> {
   GPT2Attention(const GPT2Config& c, double proj_std, Generator& gen, bool init)
       : c_attn(c.n_embd, 3 * c.n_embd, init ? c.initializer_range : 0.0, gen),
         c_proj(c.n_embd, c.n_embd, init ? proj_std : 0.0, gen),
-        resid_dropout(c.resid_pdrop, gen),
+        attn_dropout(c.attn_pdrop),
+        resid_dropout(c.resid_pdrop),
         dim_(c.n_embd),
-        heads_(c.n_head),
-        head_dim_(c.head_dim()),
-        attn_pdrop_(c.attn_pdrop),
-        gen_(&gen) {}
+        heads_(c.n_head) {}
 
   nn::Conv1D<T> c_attn;  // (C, 3C): columns q | k | v, head h owning h*HS .. h*HS+HS-1 of each
   nn::Conv1D<T> c_proj;  // (C, C)
+  nn::Dropout<T> attn_dropout;  // on the attention weights; its p is what the attention core applies
   nn::Dropout<T> resid_dropout;
 
-  // (B, T, C) -> (B, T, C), every token attending to itself and the tokens before it.
-  Tensor<T, 3> forward(const Tensor<T, 3>& x) {
-    const index_t b = x.shape()[0], t = x.shape()[1];
-    ctx_.reset();
-    const auto [q, k, v] = split_heads(c_attn.forward(x), b, t);
-    nn::AttentionOptions opt;
-    opt.dropout_p = this->is_training() ? attn_pdrop_ : 0.0;
-    opt.is_causal = true;
-    opt.generator = gen_;
-    nn::AttentionContext<T, 4> ctx;
-    const auto heads = nn::scaled_dot_product_attention(q, k, v, std::nullopt, opt,
-                                                        this->is_training() ? &ctx : nullptr);  // (B, NH, T, HS)
-    auto y = resid_dropout.forward(c_proj.forward(merge_heads(heads, b, t)));
-    if (this->is_training()) ctx_ = std::move(ctx);
-    return y;
+  std::string type_name() const override { return "GPT2Attention"; }
+  void register_members(nn::Members<T>& m) override {
+    m.child("c_attn", c_attn);
+    m.child("c_proj", c_proj);
+    m.child("attn_dropout", attn_dropout);
+    m.child("resid_dropout", resid_dropout);
   }
 
-  // The new tokens x (B, Tn, C) at positions past .. past+Tn-1: their keys and values are written into the
-  // layer's cache (B, NH, capacity, HS) and each token attends to the cached ones and the new ones up to
-  // itself. Run in eval mode (GPT2LMHeadModel::forward(ids, cache) sees to it).
-  Tensor<T, 3> forward_cached(const Tensor<T, 3>& x, Tensor<T, 4>& k_cache, Tensor<T, 4>& v_cache, index_t past) {
-    const index_t b = x.shape()[0], tn = x.shape()[1], total = past + tn;
-    const auto [q, k, v] = split_heads(c_attn.forward(x), b, tn);
-    k_cache.narrow(2, past, tn).copy_(k);
-    v_cache.narrow(2, past, tn).copy_(v);
-    const auto keys = k_cache.narrow(2, 0, total), values = v_cache.narrow(2, 0, total);
-    nn::AttentionOptions opt;  // no dropout: inference
-    Tensor<T, 4> heads;
-    if (tn == 1) {  // one new token sees everything cached: no mask
-      heads = nn::scaled_dot_product_attention(q, keys, values, std::nullopt, opt);
-    } else {  // query i (absolute position past + i) sees keys 0 .. past + i
-      auto mask = Tensor<bool, 2>::empty({tn, total});
-      for (index_t i = 0; i < tn; ++i)
-        for (index_t j = 0; j < total; ++j) mask(i, j) = j <= past + i;
-      heads = nn::scaled_dot_product_attention(q, keys, values, mask, opt);
-    }
-    return resid_dropout.forward(c_proj.forward(merge_heads(heads, b, tn)));
+  // (B, T, C) -> (B, T, C), every token attending to itself and the tokens before it.
+  Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
+    const bool record = this->records_for_backward();
+    nn::FusedAttentionContext<T> ctx;
+    const auto merged = nn::fused_attention(c_attn.forward(x), options(this->is_training() ? attn_dropout.p() : 0.0),
+                                            {.context = record ? &ctx : nullptr});  // (B, T, C)
+    if (record) this->save_for_backward(std::move(ctx));
+    return resid_dropout.forward(c_proj.forward(merged));
+  }
+
+  // The new tokens x (B, Tn, C) at positions past .. past+Tn-1 (past = cache.length()): their keys and values
+  // are appended to the layer's cache and each token attends to the cached ones and the new ones up to
+  // itself. Inference: no dropout, nothing saved (the model holds an InferenceMode scope around it).
+  Tensor<T, 3> forward_cached(const Tensor<T, 3>& x, nn::LayerKVCache<T>& cache) const {
+    return c_proj.forward(nn::fused_attention(c_attn.forward(x), options(0.0), {.cache = &cache}));
   }
 
   // dL/dx from dL/dy: resid dropout and c_proj, attention, then c_attn.
   Tensor<T, 3> backward(const Tensor<T, 3>& grad_output) {
-    if (!ctx_) nn::Module<T>::throw_no_cache("GPT2Attention");
-    const auto ctx = std::move(*ctx_);
-    ctx_.reset();
-    const index_t b = ctx.q.shape()[0], t = ctx.q.shape()[2];
+    const auto ctx = this->template take_saved<nn::FusedAttentionContext<T>>("GPT2Attention");
+    const index_t b = ctx.qkv.shape()[0], t = ctx.qkv.shape()[1];
     nn::detail::check_grad_shape("GPT2Attention.backward", grad_output.shape(), Shape<3>{b, t, dim_});
-    const auto g = c_proj.backward(resid_dropout.backward(grad_output));                  // (B, T, C)
-    const auto g_heads = g.view(Shape<4>{b, t, heads_, head_dim_}).transpose(1, 2);       // (B, NH, T, HS)
-    const auto grads = nn::scaled_dot_product_attention_backward(ctx, g_heads);
-    auto d_qkv = Tensor<T, 3>::empty({b, t, 3 * dim_});
-    const auto parts = d_qkv.view(Shape<5>{b, t, 3, heads_, head_dim_});
-    parts.select(2, 0).transpose(1, 2).copy_(grads.q);
-    parts.select(2, 1).transpose(1, 2).copy_(grads.k);
-    parts.select(2, 2).transpose(1, 2).copy_(grads.v);
-    return c_attn.backward(d_qkv);
-  }
-
-  void collect_parameters(const std::string& prefix, nn::ParameterList<T>& out) override {
-    c_attn.collect_parameters(prefix + "c_attn.", out);
-    c_proj.collect_parameters(prefix + "c_proj.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    c_attn.train(mode);
-    c_proj.train(mode);
-    resid_dropout.train(mode);
+    const auto g = c_proj.backward(resid_dropout.backward(grad_output));  // (B, T, C)
+    return c_attn.backward(nn::fused_attention_backward(ctx, g));
   }
 
  private:
-  // q, k, v as (B, NH, T, HS) strided views into c_attn's output (no copies).
-  std::array<Tensor<T, 4>, 3> split_heads(const Tensor<T, 3>& qkv, index_t b, index_t t) const {
-    const auto parts = qkv.view(Shape<5>{b, t, 3, heads_, head_dim_});
-    return {parts.select(2, 0).transpose(1, 2), parts.select(2, 1).transpose(1, 2), parts.select(2, 2).transpose(1, 2)};
-  }
-  Tensor<T, 3> merge_heads(const Tensor<T, 4>& heads, index_t b, index_t t) const {
-    return heads.transpose(1, 2).reshape(Shape<3>{b, t, dim_});  // (B, T, C): heads side by side
+  nn::FusedAttentionOptions options(double dropout_p) const {
+    return {.num_heads = heads_, .causal = true, .dropout_p = dropout_p};
   }
 
-  index_t dim_, heads_, head_dim_;
-  double attn_pdrop_;
-  Generator* gen_;
-  std::optional<nn::AttentionContext<T, 4>> ctx_;  // training mode only
+  index_t dim_, heads_;
 };
-
 // The position-wise MLP (Hugging Face's GPT2MLP): c_proj(act(c_fc(x))), then the resid dropout.
 template <floating_element T>
 class GPT2MLP : public nn::Module<T> {
  public:
   GPT2MLP(const GPT2Config& c, double proj_std, Generator& gen, bool init)
       : c_fc(c.n_embd, c.inner_dim(), init ? c.initializer_range : 0.0, gen),
-        act(c.activation_function),
         c_proj(c.inner_dim(), c.n_embd, init ? proj_std : 0.0, gen),
-        dropout(c.resid_pdrop, gen) {}
+        act(c.activation_function),
+        dropout(c.resid_pdrop) {}
 
   nn::Conv1D<T> c_fc;    // (C, 4C)
-  nn::Activation<T> act;
   nn::Conv1D<T> c_proj;  // (4C, C)
+  nn::Activation<T> act;
   nn::Dropout<T> dropout;
 
-  Tensor<T, 3> forward(const Tensor<T, 3>& x) { return dropout.forward(c_proj.forward(act.forward(c_fc.forward(x)))); }
+  std::string type_name() const override { return "GPT2MLP"; }
+  void register_members(nn::Members<T>& m) override {
+    m.child("c_fc", c_fc);
+    m.child("c_proj", c_proj);
+    m.child("act", act);
+    m.child("dropout", dropout);
+  }
+
+  Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
+    return dropout.forward(c_proj.forward(act.forward(c_fc.forward(x))));
+  }
+  // Inference: the same without the dropout.
+  Tensor<T, 3> forward_inference(const Tensor<T, 3>& x) const { return c_proj.forward(act.forward(c_fc.forward(x))); }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
     return c_fc.backward(act.backward(c_proj.backward(dropout.backward(g))));
-  }
-
-  void collect_parameters(const std::string& prefix, nn::ParameterList<T>& out) override {
-    c_fc.collect_parameters(prefix + "c_fc.", out);
-    c_proj.collect_parameters(prefix + "c_proj.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    c_fc.train(mode);
-    act.train(mode);
-    c_proj.train(mode);
-    dropout.train(mode);
   }
 };
 
@@ -339,33 +256,26 @@ class GPT2Block : public nn::Module<T> {
   nn::LayerNorm<T> ln_2;
   GPT2MLP<T> mlp;
 
-  Tensor<T, 3> forward(const Tensor<T, 3>& x) {
+  std::string type_name() const override { return "GPT2Block"; }
+  void register_members(nn::Members<T>& m) override {
+    m.child("ln_1", ln_1);
+    m.child("attn", attn);
+    m.child("ln_2", ln_2);
+    m.child("mlp", mlp);
+  }
+
+  Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
     const auto h = x + attn.forward(ln_1.forward(x));
     return h + mlp.forward(ln_2.forward(h));
   }
-  Tensor<T, 3> forward_cached(const Tensor<T, 3>& x, Tensor<T, 4>& k_cache, Tensor<T, 4>& v_cache, index_t past) {
-    const auto h = x + attn.forward_cached(ln_1.forward(x), k_cache, v_cache, past);
-    return h + mlp.forward(ln_2.forward(h));
+  Tensor<T, 3> forward_cached(const Tensor<T, 3>& x, nn::LayerKVCache<T>& cache) const {
+    const auto h = x + attn.forward_cached(ln_1.forward(x), cache);
+    return h + mlp.forward_inference(ln_2.forward(h));
   }
   // The residual connections pass the gradient straight through; each sublayer adds its own part.
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
     const auto dh = g + ln_2.backward(mlp.backward(g));
     return dh + ln_1.backward(attn.backward(dh));
-  }
-
-  void collect_parameters(const std::string& prefix, nn::ParameterList<T>& out) override {
-    ln_1.collect_parameters(prefix + "ln_1.", out);
-    attn.collect_parameters(prefix + "attn.", out);
-    ln_2.collect_parameters(prefix + "ln_2.", out);
-    mlp.collect_parameters(prefix + "mlp.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    ln_1.train(mode);
-    attn.train(mode);
-    ln_2.train(mode);
-    mlp.train(mode);
   }
 
  private:
@@ -374,152 +284,228 @@ class GPT2Block : public nn::Module<T> {
   }
 };
 
-// GPT-2 with its language-model head (Hugging Face's GPT2LMHeadModel). Members are named as the state-dict
-// entries under "transformer." (wte, wpe, h, ln_f).
+// The transformer body (Hugging Face's GPT2Model): embeddings, the blocks, the final LayerNorm. Its output is
+// the last hidden state (B, T, C).
 template <floating_element T>
-class GPT2LMHeadModel : public nn::Module<T> {
+class GPT2Model : public nn::Module<T> {
  public:
-  // Initialised as described at the top of this file, drawing from `gen`; dropout masks are drawn from `gen`
-  // too, so it must outlive the model. Throws std::invalid_argument for an invalid config.
-  explicit GPT2LMHeadModel(const GPT2Config& config, Generator& gen = default_generator())
-      : GPT2LMHeadModel(config, gen, true) {}
-  // Every weight zero (LayerNorm still 1 / 0) and nothing drawn: for loading a checkpoint.
-  GPT2LMHeadModel(const GPT2Config& config, no_init_t, Generator& gen = default_generator())
-      : GPT2LMHeadModel(config, gen, false) {}
-
-  nn::Parameter<T, 2> wte;  // (V, C), also the LM head
-  nn::Parameter<T, 2> wpe;  // (n_positions, C)
-  nn::Dropout<T> drop;
-  std::vector<GPT2Block<T>> h;
-  nn::LayerNorm<T> ln_f;
-
-  const GPT2Config& config() const noexcept { return config_; }
-
-  // input_ids (B, T) -> logits (B, T, V). Ids must be in [0, vocab_size) and T <= n_positions; violations
-  // throw std::out_of_range naming the id and where it is, or the length. Training mode caches what
-  // backward needs.
-  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids) {
-    const index_t b = input_ids.shape()[0], t = input_ids.shape()[1];
-    check_ids("GPT2LMHeadModel.forward", input_ids, 0);
-    cache_.reset();
-    auto x = drop.forward(embed(input_ids, 0));
-    for (auto& block : h) x = block.forward(x);
-    auto hf = ln_f.forward(x);                                  // (B, T, C)
-    auto logits = lm_head(hf.view(Shape<2>{b * t, config_.n_embd})).view(Shape<3>{b, t, config_.vocab_size});
-    if (this->is_training()) cache_ = Cache{input_ids.clone(), hf};
-    return logits;
-  }
-  // One sequence: ids (T) -> logits (1, T, V).
-  Tensor<T, 3> forward(const std::vector<std::int64_t>& ids) { return forward(as_batch(ids)); }
-
-  // Incremental inference: the new tokens (B, Tn) at positions cache.length() .. cache.length()+Tn-1 attend
-  // to the cached ones; returns their logits (B, Tn, V) and appends them to the cache. Equal (up to float
-  // summation order) to the last Tn positions of forward() on the whole sequence. Always inference, whatever
-  // the mode: no dropout, nothing cached for backward (like any forward it discards an earlier training
-  // forward's cache).
-  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids, KVCache<T>& cache) {
-    const index_t b = input_ids.shape()[0], tn = input_ids.shape()[1], past = cache.length_;
-    if (cache.n_layer() != config_.n_layer || cache.n_positions_ != config_.n_positions ||
-        (cache.n_layer() > 0 && cache.keys[0].shape()[1] != config_.n_head) ||
-        (cache.n_layer() > 0 && cache.keys[0].shape()[3] != config_.head_dim()))
-      throw std::invalid_argument("GPT2LMHeadModel.forward: the KVCache was made for another config (" +
-                                  std::to_string(cache.n_layer()) + " layers, this model has " +
-                                  std::to_string(config_.n_layer) + ")");
-    if (b != cache.batch_)
-      throw shape_error("GPT2LMHeadModel.forward: input_ids " + shape_string(input_ids.shape()) + " has batch " +
-                        std::to_string(b) + " but the KVCache holds " + std::to_string(cache.batch_) + " sequences");
-    check_ids("GPT2LMHeadModel.forward", input_ids, past);
-    if (past + tn > cache.capacity_)
-      throw std::out_of_range("GPT2LMHeadModel.forward: the KVCache holds " + std::to_string(past) + " tokens and " +
-                              std::to_string(tn) + " new ones would need " + std::to_string(past + tn) +
-                              " positions, more than its capacity " + std::to_string(cache.capacity_));
-    detail::EvalScope<T> inference(*this);
-    cache_.reset();
-    auto x = drop.forward(embed(input_ids, past));
-    for (std::size_t i = 0; i < h.size(); ++i) x = h[i].forward_cached(x, cache.keys[i], cache.values[i], past);
-    const auto hf = ln_f.forward(x);
-    cache.length_ = past + tn;
-    return lm_head(hf.view(Shape<2>{b * tn, config_.n_embd})).view(Shape<3>{b, tn, config_.vocab_size});
-  }
-  Tensor<T, 3> forward(const std::vector<std::int64_t>& ids, KVCache<T>& cache) { return forward(as_batch(ids), cache); }
-
-  // A cache for `batch` sequences of up to `capacity` tokens (0 = n_positions).
-  KVCache<T> make_cache(index_t batch = 1, index_t capacity = 0) const { return KVCache<T>(config_, batch, capacity); }
-
-  // Accumulates every parameter's gradient from dL/dlogits (B, T, V). wte receives both of its parts: the LM
-  // head's (dlogits^T ln_f(h)) and the embedding lookup's (scatter-add over the ids). Ids are not
-  // differentiable, so nothing is returned.
-  void backward(const Tensor<T, 3>& grad_logits) {
-    if (!cache_) nn::Module<T>::throw_no_cache("GPT2LMHeadModel");
-    const Cache c = std::move(*cache_);
-    cache_.reset();
-    const index_t b = c.ids.shape()[0], t = c.ids.shape()[1], n = b * t, dim = config_.n_embd;
-    nn::detail::check_grad_shape("GPT2LMHeadModel.backward", grad_logits.shape(), Shape<3>{b, t, config_.vocab_size});
-    const auto g = grad_logits.reshape(Shape<2>{n, config_.vocab_size});  // (N, V)
-    const auto hf = c.hf.view(Shape<2>{n, dim});                            // (N, C)
-    as_matrix(wte.grad).noalias() += as_matrix(g).transpose() * as_matrix(hf);
-    auto dx = matmul(g, wte.data).view(Shape<3>{b, t, dim});
-    dx = ln_f.backward(dx);
-    for (auto it = h.rbegin(); it != h.rend(); ++it) dx = it->backward(dx);
-    const auto de = drop.backward(dx).contiguous();
-    const std::int64_t* ids = c.ids.data();
-    T* gw = wte.grad.data();
-    T* gp = wpe.grad.data();
-    for (index_t i = 0; i < n; ++i) {
-      const T* row = de.data() + i * dim;
-      T* tok = gw + ids[i] * dim;
-      T* pos = gp + (i % t) * dim;
-      for (index_t j = 0; j < dim; ++j) {
-        tok[j] += row[j];
-        pos[j] += row[j];
-      }
-    }
-  }
-
-  void collect_parameters(const std::string& prefix, nn::ParameterList<T>& out) override {
-    const std::string p = prefix + "transformer.";
-    nn::add_parameter(out, p, "wte.weight", wte);
-    nn::add_parameter(out, p, "wpe.weight", wpe);
-    for (std::size_t i = 0; i < h.size(); ++i) h[i].collect_parameters(p + "h." + std::to_string(i) + ".", out);
-    ln_f.collect_parameters(p + "ln_f.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    drop.train(mode);
-    for (auto& block : h) block.train(mode);
-    ln_f.train(mode);
-  }
-
- private:
-  struct Cache {
-    Tensor<std::int64_t, 2> ids;  // (B, T)
-    Tensor<T, 3> hf;              // ln_f output (B, T, C), the LM head's input
-  };
-
-  GPT2LMHeadModel(const GPT2Config& config, Generator& gen, bool init)
-      : wte(checked(config).zeros_wte()),
-        wpe(zeros<T>(Shape<2>{config.n_positions, config.n_embd})),
-        drop(config.embd_pdrop, gen),
+  // Weights drawn from `gen` (see the top of this file) when init, else zeros with nothing drawn from it.
+  GPT2Model(const GPT2Config& config, Generator& gen, bool init)
+      : wte(embedding(checked(config).vocab_size, config.n_embd)),
+        wpe(embedding(config.n_positions, config.n_embd)),
+        drop(config.embd_pdrop),
         ln_f(config.n_embd, config.layer_norm_epsilon),
         config_(config) {
     if (init) {
-      normal_(wte.data, 0.0, config.initializer_range, gen);
-      normal_(wpe.data, 0.0, config.initializer_range, gen);
+      normal_(wte.weight.data, 0.0, config.initializer_range, gen);
+      normal_(wpe.weight.data, 0.0, config.initializer_range, gen);
     }
     h.reserve(static_cast<std::size_t>(config.n_layer));
     for (index_t i = 0; i < config.n_layer; ++i) h.emplace_back(config, gen, init);
   }
 
-  // Validates before any allocation (the first member initialiser calls it).
-  struct Checked {
-    const GPT2Config& c;
-    Tensor<T, 2> zeros_wte() const { return zeros<T>(Shape<2>{c.vocab_size, c.n_embd}); }
-  };
-  static Checked checked(const GPT2Config& c) {
-    c.validate();
-    return Checked{c};
+  nn::Embedding<T> wte;  // (V, C), also the LM head
+  nn::Embedding<T> wpe;  // (n_positions, C)
+  nn::Dropout<T> drop;
+  nn::ModuleList<GPT2Block<T>> h;
+  nn::LayerNorm<T> ln_f;
+
+  const GPT2Config& config() const noexcept { return config_; }
+
+  std::string type_name() const override { return "GPT2Model"; }
+  void register_members(nn::Members<T>& m) override {
+    m.child("wte", wte);
+    m.child("wpe", wpe);
+    m.child("drop", drop);
+    m.child("h", h);
+    m.child("ln_f", ln_f);
   }
+
+  // input_ids (B, T), already checked -> last hidden state (B, T, C).
+  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids) const {
+    auto x = drop.forward(embed(input_ids, 0));
+    for (const auto& block : h) x = block.forward(x);
+    return ln_f.forward(x);
+  }
+
+  // The new tokens at positions cache.length() .. (checked by the caller) through every block, each appending
+  // to its layer's cache; returns their hidden states before ln_f (B, Tn, C).
+  Tensor<T, 3> forward_cached(const Tensor<std::int64_t, 2>& input_ids, KVCache<T>& cache) const {
+    const index_t past = cache.length();
+    auto x = embed(input_ids, past);
+    for (std::size_t i = 0; i < h.size(); ++i) x = h[i].forward_cached(x, cache[i]);
+    return x;
+  }
+
+  // From dL/d(hidden) (B, T, C): accumulates every gradient of the body, wte's lookup part included.
+  void backward(const Tensor<T, 3>& grad_hidden) {
+    auto dx = ln_f.backward(grad_hidden);
+    for (auto it = h.rbegin(); it != h.rend(); ++it) dx = it->backward(dx);
+    const auto de = drop.backward(dx);
+    wte.backward(de);
+    wpe.backward(de);
+  }
+
+ private:
+  // The lookup tables start as zeros; the constructor draws them from the caller's generator when asked.
+  static nn::Embedding<T> embedding(index_t rows, index_t dim) {
+    Generator scratch;  // nn::Embedding draws N(0, 1) at construction; these draws are discarded
+    nn::Embedding<T> e(rows, dim, std::nullopt, scratch);
+    e.weight.data.zero_();
+    return e;
+  }
+  static const GPT2Config& checked(const GPT2Config& c) {
+    c.validate();
+    return c;
+  }
+
+  // wte[id] + wpe[start + t] for every token: (B, T, C).
+  Tensor<T, 3> embed(const Tensor<std::int64_t, 2>& ids, index_t start) const {
+    const index_t b = ids.shape()[0], t = ids.shape()[1];
+    auto positions = Tensor<std::int64_t, 2>::empty({b, t});
+    for (index_t i = 0; i < b; ++i)
+      for (index_t j = 0; j < t; ++j) positions(i, j) = start + j;
+    return wte.forward(ids) + wpe.forward(positions);
+  }
+
+  GPT2Config config_;
+};
+
+// GPT-2's LM head: a bias-free Linear(C, V) whose weight IS wte's (Hugging Face ties lm_head.weight to
+// transformer.wte.weight). It owns no parameter, so named_parameters() lists the tensor once, as wte, and
+// its gradient lands in wte's. Prints as PyTorch prints the tied nn.Linear.
+template <floating_element T>
+class TiedLMHead : public nn::Module<T> {
+ public:
+  TiedLMHead(index_t in_features, index_t out_features) : in_(in_features), out_(out_features) {}
+
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override {
+    return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) + ", bias=False";
+  }
+
+  // hidden (B, T, C) -> logits (B, T, V) = hidden weight^T, weight (V, C) being the tied embedding.
+  Tensor<T, 3> forward(const Tensor<T, 3>& hidden, const Tensor<T, 2>& weight) const {
+    const index_t b = hidden.shape()[0], t = hidden.shape()[1];
+    const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
+    auto logits = backend::gemm(h2, weight.t());  // (B T, V)
+    if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
+    return logits.view(Shape<3>{b, t, out_});
+  }
+
+  // Accumulates dL/dweight += g^T hidden into the tied parameter and returns dL/dhidden = g weight.
+  Tensor<T, 3> backward(const Tensor<T, 3>& grad_logits, nn::Parameter<T, 2>& weight) {
+    const auto ctx = this->template take_saved<Context>("GPT2LMHeadModel");
+    nn::detail::check_grad_shape("GPT2LMHeadModel.backward", grad_logits.shape(), Shape<3>{ctx.b, ctx.t, out_});
+    const auto g = grad_logits.reshape(Shape<2>{ctx.b * ctx.t, out_});  // (N, V)
+    if (weight.requires_grad()) {
+      auto dw = weight.grad_buffer();
+      backend::gemm(g.t(), ctx.hidden, dw, T(1), T(1));
+    }
+    return backend::gemm(g, weight.data).view(Shape<3>{ctx.b, ctx.t, in_});
+  }
+
+ private:
+  struct Context {
+    Tensor<T, 2> hidden;  // (B T, C), the forward input
+    index_t b, t;
+  };
+  index_t in_, out_;
+};
+
+// GPT-2 with its language-model head (Hugging Face's GPT2LMHeadModel).
+template <floating_element T>
+class GPT2LMHeadModel : public nn::Module<T> {
+ public:
+  using value_type = T;
+  using cache_type = KVCache<T>;
+
+  // Initialised as described at the top of this file, drawing from `gen`. Throws std::invalid_argument for
+  // an invalid config.
+  explicit GPT2LMHeadModel(const GPT2Config& config, Generator& gen = default_generator())
+      : GPT2LMHeadModel(config, gen, true) {}
+  // Every weight zero (LayerNorm still 1 / 0) and nothing drawn: for loading a checkpoint. (The generator
+  // argument is accepted for symmetry and not used.)
+  GPT2LMHeadModel(const GPT2Config& config, no_init_t, Generator& gen = default_generator())
+      : GPT2LMHeadModel(config, gen, false) {}
+
+  GPT2Model<T> transformer;
+  TiedLMHead<T> lm_head;
+
+  const GPT2Config& config() const noexcept { return transformer.config(); }
+  index_t vocab_size() const noexcept { return config().vocab_size; }
+  index_t max_positions() const noexcept { return config().n_positions; }
+
+  std::string type_name() const override { return "GPT2LMHeadModel"; }
+  void register_members(nn::Members<T>& m) override {
+    m.child("transformer", transformer);
+    m.child("lm_head", lm_head);
+  }
+
+  // input_ids (B, T) -> logits (B, T, V). Ids must be in [0, vocab_size) and T <= n_positions; violations
+  // throw std::out_of_range naming the id and where it is, or the length. A training-mode forward outside
+  // InferenceMode saves what backward needs; otherwise the model is only read.
+  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids) const {
+    check_ids("GPT2LMHeadModel.forward", input_ids, 0);
+    return lm_head.forward(transformer.forward(input_ids), transformer.wte.weight.data);
+  }
+  // One sequence: ids (T) -> logits (1, T, V).
+  Tensor<T, 3> forward(const std::vector<std::int64_t>& ids) const { return forward(as_batch(ids)); }
+
+  // Incremental inference: the new tokens (B, Tn) at positions cache.length() .. cache.length()+Tn-1 attend
+  // to the cached ones and are appended to the cache. Returns the logits of every new position (B, Tn, V),
+  // or with LogitsFor::last only of the last one (B, 1, V) -- the LM head and ln_f then run on one row per
+  // sequence, which for a long prompt saves most of the head's time and its Tn x V logits. Equal (up to
+  // float summation order) to the same positions of forward() on the whole sequence. Inference whatever the
+  // mode: no dropout, nothing saved, the training flag untouched.
+  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids, KVCache<T>& cache,
+                       LogitsFor which = LogitsFor::all) const {
+    const index_t b = input_ids.shape()[0], tn = input_ids.shape()[1], past = cache.length();
+    if (static_cast<index_t>(cache.num_layers()) != config().n_layer || cache.heads() != config().n_head ||
+        cache.head_dim() != config().head_dim())
+      throw std::invalid_argument("GPT2LMHeadModel.forward: the KVCache was made for another config (" +
+                                  std::to_string(cache.num_layers()) + " layers of " + std::to_string(cache.heads()) +
+                                  " heads of " + std::to_string(cache.head_dim()) + " channels; this model has " +
+                                  std::to_string(config().n_layer) + " of " + std::to_string(config().n_head) +
+                                  " of " + std::to_string(config().head_dim()) + ")");
+    if (b != cache.batch())
+      throw shape_error("GPT2LMHeadModel.forward: input_ids " + shape_string(input_ids.shape()) + " has batch " +
+                        std::to_string(b) + " but the KVCache holds " + std::to_string(cache.batch()) + " sequences");
+    check_ids("GPT2LMHeadModel.forward", input_ids, past);
+    if (past + tn > cache.capacity())
+      throw std::out_of_range("GPT2LMHeadModel.forward: the KVCache holds " + std::to_string(past) + " tokens and " +
+                              std::to_string(tn) + " new ones would need " + std::to_string(past + tn) +
+                              " positions, more than its capacity " + std::to_string(cache.capacity()));
+    InferenceMode inference;
+    auto x = transformer.forward_cached(input_ids, cache);  // (B, Tn, C), before ln_f
+    if (which == LogitsFor::last && tn > 1) x = x.narrow(1, tn - 1, 1).contiguous();
+    return lm_head.forward(transformer.ln_f.forward(x), transformer.wte.weight.data);
+  }
+  Tensor<T, 3> forward(const std::vector<std::int64_t>& ids, KVCache<T>& cache,
+                       LogitsFor which = LogitsFor::all) const {
+    return forward(as_batch(ids), cache, which);
+  }
+
+  // A cache for `batch` sequences of up to `capacity` tokens (0 = n_positions).
+  KVCache<T> make_cache(index_t batch = 1, index_t capacity = 0) const {
+    if (batch <= 0) throw std::invalid_argument("KVCache: batch must be positive, got " + std::to_string(batch));
+    if (capacity < 0 || capacity > config().n_positions)
+      throw std::invalid_argument("KVCache: capacity " + std::to_string(capacity) + " must be within 1..n_positions " +
+                                  std::to_string(config().n_positions) + " (0 = n_positions)");
+    return KVCache<T>(config().n_layer, batch, config().n_head, capacity == 0 ? config().n_positions : capacity,
+                      config().head_dim());
+  }
+
+  // Accumulates every parameter's gradient from dL/dlogits (B, T, V). wte receives both of its parts: the LM
+  // head's (dlogits^T ln_f(h)) and the embedding lookup's (scatter-add over the ids). Ids are not
+  // differentiable, so nothing is returned.
+  void backward(const Tensor<T, 3>& grad_logits) {
+    transformer.backward(lm_head.backward(grad_logits, transformer.wte.weight));
+  }
+
+ private:
+  GPT2LMHeadModel(const GPT2Config& config, Generator& gen, bool init)
+      : transformer(config, gen, init), lm_head(config.n_embd, config.vocab_size) {}
 
   static Tensor<std::int64_t, 2> as_batch(const std::vector<std::int64_t>& ids) {
     auto t = Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
@@ -529,49 +515,29 @@ class GPT2LMHeadModel : public nn::Module<T> {
 
   void check_ids(const char* op, const Tensor<std::int64_t, 2>& ids, index_t past) const {
     const index_t b = ids.shape()[0], t = ids.shape()[1];
+    const index_t n_positions = config().n_positions, vocab = config().vocab_size;
     if (b == 0 || t == 0)
       throw std::invalid_argument(std::string(op) + ": input_ids " + shape_string(ids.shape()) +
                                   " is empty; it needs at least one token in each of at least one sequence");
-    if (past + t > config_.n_positions) {
+    if (past + t > n_positions) {
       if (past == 0)
         throw std::out_of_range(std::string(op) + ": sequence length " + std::to_string(t) + " exceeds n_positions " +
-                                std::to_string(config_.n_positions) + " (the number of learned positions)");
+                                std::to_string(n_positions) + " (the number of learned positions)");
       throw std::out_of_range(std::string(op) + ": " + std::to_string(past) + " cached + " + std::to_string(t) +
-                              " new tokens exceed n_positions " + std::to_string(config_.n_positions) +
+                              " new tokens exceed n_positions " + std::to_string(n_positions) +
                               " (the number of learned positions)");
     }
     for (index_t i = 0; i < b; ++i)
       for (index_t j = 0; j < t; ++j) {
         const std::int64_t id = ids(i, j);
-        if (id < 0 || id >= config_.vocab_size)
+        if (id < 0 || id >= vocab)
           throw std::out_of_range(std::string(op) + ": token id " + std::to_string(id) + " at input_ids[" +
                                   std::to_string(i) + ", " + std::to_string(j) + "] is out of range for vocab_size " +
-                                  std::to_string(config_.vocab_size) + " (valid ids are 0 to " +
-                                  std::to_string(config_.vocab_size - 1) + ")");
+                                  std::to_string(vocab) + " (valid ids are 0 to " + std::to_string(vocab - 1) + ")");
       }
   }
-
-  // wte[id] + wpe[start + t] for every token: (B, T, C). Ids were checked.
-  Tensor<T, 3> embed(const Tensor<std::int64_t, 2>& ids, index_t start) const {
-    const index_t b = ids.shape()[0], t = ids.shape()[1], dim = config_.n_embd;
-    auto x = Tensor<T, 3>::empty({b, t, dim});
-    const T* tok = wte.data.data();
-    const T* pos = wpe.data.data();
-    T* o = x.data();
-    for (index_t i = 0; i < b; ++i)
-      for (index_t j = 0; j < t; ++j, o += dim) {
-        const T* a = tok + ids(i, j) * dim;
-        const T* p = pos + (start + j) * dim;
-        for (index_t k = 0; k < dim; ++k) o[k] = a[k] + p[k];
-      }
-    return x;
-  }
-
-  // The tied LM head: (N, C) x wte^T -> (N, V).
-  Tensor<T, 2> lm_head(const Tensor<T, 2>& hf) const { return matmul(hf, wte.data.t()); }
-
-  GPT2Config config_;
-  std::optional<Cache> cache_;  // training mode only
 };
+
+static_assert(CausalLM<GPT2LMHeadModel<float>>);
 
 }  // namespace eigenformer::models
