@@ -88,7 +88,7 @@ TEST_CASE("activations: Hugging Face names, bad names and bad calls") {
   CHECK_THROWS_AS(nn::GELU<float>("fast"), std::invalid_argument);
 
   nn::GELU<float> gelu;
-  CHECK_THROWS_WITH_AS(gelu.backward(ef::zeros<float>({2, 3})), doctest::Contains("GELU.backward: nothing cached"),
+  CHECK_THROWS_WITH_AS(gelu.backward(ef::zeros<float>({2, 3})), doctest::Contains("GELU.backward: nothing saved"),
                        std::logic_error);
   gelu.forward(ef::zeros<float>({2, 3}));
   CHECK_THROWS_WITH_AS(gelu.backward(ef::zeros<float>({3, 2})),

@@ -68,10 +68,10 @@ TEST_CASE("Embedding: the padding row starts at zero, is looked up as zero and n
   const auto out = emb.forward(ids);  // (2, 3, 4)
   CHECK(ef::sum(ef::abs(out.select(0, 0).select(0, 0))).item() == 0.f);
   emb.backward(ef::ones<float>({2, 3, 4}));
-  CHECK(ef::sum(ef::abs(emb.weight.grad.select(0, 9))).item() == 0.f);
-  CHECK(emb.weight.grad(1, 0) == 2.f);  // id 1 twice: gradients add up
-  CHECK(emb.weight.grad(2, 3) == 1.f);
-  CHECK(emb.weight.grad(0, 0) == 0.f);
+  CHECK(ef::sum(ef::abs(emb.weight.grad().select(0, 9))).item() == 0.f);
+  CHECK(emb.weight.grad()(1, 0) == 2.f);  // id 1 twice: gradients add up
+  CHECK(emb.weight.grad()(2, 3) == 1.f);
+  CHECK(emb.weight.grad()(0, 0) == 0.f);
 }
 
 TEST_CASE("Embedding: weight gradient matches central finite differences (double)") {
@@ -89,7 +89,7 @@ TEST_CASE("Embedding: weight gradient matches central finite differences (double
   emb.backward(probe);
   auto expected = numerical_gradient(f, emb.weight.data, probe);
   expected.select(0, 2).zero_();  // the padding row is frozen even though the lookup reads it
-  check_tensors_close(emb.weight.grad, expected, 1e-6, 1e-9, "dweight");
+  check_tensors_close(emb.weight.grad(), expected, 1e-6, 1e-9, "dweight");
 }
 
 TEST_CASE("Embedding: bad ids and bad calls") {
@@ -99,7 +99,7 @@ TEST_CASE("Embedding: bad ids and bad calls") {
                        "(valid ids are 0 to 10)",
                        std::out_of_range);
   CHECK_THROWS_WITH_AS(emb.forward(ef::tensor<ids_t>({-1})), doctest::Contains("id -1 at index [0]"), std::out_of_range);
-  CHECK_THROWS_WITH_AS(emb.backward(ef::zeros<float>({2, 4})), doctest::Contains("Embedding.backward: nothing cached"),
+  CHECK_THROWS_WITH_AS(emb.backward(ef::zeros<float>({2, 4})), doctest::Contains("Embedding.backward: nothing saved"),
                        std::logic_error);
   emb.forward(ef::tensor<ids_t>({1, 2}));
   CHECK_THROWS_WITH_AS(emb.backward(ef::zeros<float>({3, 4})),
@@ -159,7 +159,7 @@ TEST_CASE("BertEmbeddings: gradients match central finite differences (double, n
   for (auto& p : emb.named_parameters()) {
     auto expected = numerical_gradient(f, p.data, probe);
     if (p.name == "word_embeddings.weight") expected.narrow(0, 0, 5).zero_();  // padding row 0 is frozen
-    check_tensors_close(p.grad, expected, 1e-6, 1e-9, p.name);
+    check_tensors_close(p.grad(), expected, 1e-6, 1e-9, p.name);
   }
 }
 
@@ -198,7 +198,7 @@ TEST_CASE("LearnedPositionalEmbedding and SinusoidalPositionalEncoding: add thei
     pos.train();
     return y;
   };
-  check_tensors_close(pos.weight().grad, numerical_gradient(f, pos.weight().data, probe), 1e-6, 1e-9, "dweight");
+  check_tensors_close(pos.weight().grad(), numerical_gradient(f, pos.weight().data, probe), 1e-6, 1e-9, "dweight");
   CHECK(pos.named_parameters().at(0).name == "weight");
 
   check_tensors_close(sin.forward(x), x + ef::nn::sinusoidal_positional_encoding<double>(3, 4), 0, 0, "sin forward");

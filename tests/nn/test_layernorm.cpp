@@ -51,7 +51,7 @@ TEST_CASE("LayerNorm: backward matches central finite differences (double)") {
     const auto dx = ln.backward(probe);
     check_tensors_close(dx, numerical_gradient(f, x, probe), 1e-6, 1e-9, "dx");
     for (auto& p : ln.named_parameters())
-      check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
+      check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
   }
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("LayerNorm: parameters, eval mode and bad input") {
   CHECK_THROWS_WITH_AS(ln.forward(ef::zeros<float>({2, 5, 7})),
                        "LayerNorm.forward: input [2, 5, 7] does not end in normalized_shape [12] (the weight's shape)",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(ln.backward(ef::zeros<float>({2, 12})), doctest::Contains("LayerNorm.backward: nothing cached"),
+  CHECK_THROWS_WITH_AS(ln.backward(ef::zeros<float>({2, 12})), doctest::Contains("LayerNorm.backward: nothing saved"),
                        std::logic_error);
   ln.forward(ef::zeros<float>({2, 12}));
   CHECK_THROWS_WITH_AS(ln.backward(ef::zeros<float>({3, 12})),

@@ -53,7 +53,7 @@ TEST_CASE("Linear: backward matches central finite differences (double)") {
   const auto dx = lin.backward(probe);
   check_tensors_close(dx, numerical_gradient(f, x, probe), 1e-6, 1e-9, "dx");
   for (auto& p : lin.named_parameters())
-    check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
+    check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
 }
 
 TEST_CASE("Linear: gradients accumulate across backward calls and zero_grad resets them") {
@@ -63,12 +63,12 @@ TEST_CASE("Linear: gradients accumulate across backward calls and zero_grad rese
   const auto g = ef::randn<double>({4, 2});
   lin.forward(x);
   lin.backward(g);
-  const auto once = lin.weight.grad.clone();
+  const auto once = lin.weight.grad().clone();
   lin.forward(x);
   lin.backward(g);
-  check_tensors_close(lin.weight.grad, once * 2.0, 1e-12, 1e-12, "accumulated");
+  check_tensors_close(lin.weight.grad(), once * 2.0, 1e-12, 1e-12, "accumulated");
   lin.zero_grad();
-  CHECK(ef::sum(ef::abs(lin.weight.grad)).item() == 0.0);
+  CHECK(ef::sum(ef::abs(lin.weight.grad())).item() == 0.0);
 }
 
 TEST_CASE("Linear: bad input") {
@@ -76,7 +76,7 @@ TEST_CASE("Linear: bad input") {
   CHECK_THROWS_WITH_AS(lin.forward(ef::zeros<float>({3, 5})),
                        "Linear.forward: input [3, 5] x weight [2, 4]: last dim of the input must be in_features 4",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(lin.backward(ef::zeros<float>({3, 2})), doctest::Contains("nothing cached"), std::logic_error);
+  CHECK_THROWS_WITH_AS(lin.backward(ef::zeros<float>({3, 2})), doctest::Contains("nothing saved"), std::logic_error);
   lin.eval();
   lin.forward(ef::zeros<float>({3, 4}));  // eval mode caches nothing
   CHECK_THROWS_AS(lin.backward(ef::zeros<float>({3, 2})), std::logic_error);

@@ -10,7 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <eigenformer/eigenformer.hpp>
+#include <eigenformer/tensor.hpp>
 #include <string>
 
 namespace eftest {

@@ -95,16 +95,16 @@ void check_fixture(const ef::Tensor<T, R>& actual, const json& expected, double 
   }
 }
 
-// Every recorded parameter gradient against the module's .grad of the same name.
+// Every recorded parameter gradient against the module's .grad() of the same name.
 template <typename T>
 void check_param_grads(ef::nn::Module<T>& m, const json& c, double rtol, double atol) {
   const auto& grads = c.at("grads");
   for (auto& p : m.named_parameters()) {
     REQUIRE_MESSAGE(grads.contains(p.name), p.name);
     REQUIRE(shape_of(grads.at(p.name)) == p.shape);
-    json flat = grads.at(p.name);  // compared flat: p.grad is the parameter's rank-1 view
-    flat["shape"] = std::vector<index_t>{p.grad.numel()};
-    check_fixture(p.grad, flat, rtol, atol, c.at("name").get<std::string>() + " d" + p.name);
+    json flat = grads.at(p.name);  // compared flat: p.grad() is the parameter's rank-1 view
+    flat["shape"] = std::vector<index_t>{p.grad().numel()};
+    check_fixture(p.grad(), flat, rtol, atol, c.at("name").get<std::string>() + " d" + p.name);
   }
 }
 

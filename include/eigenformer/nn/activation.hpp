@@ -19,6 +19,7 @@
 
 #include "eigenformer/nn/detail/checks.hpp"
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/tensor/backend.hpp"
 
 namespace eigenformer::nn {
 
@@ -106,18 +107,36 @@ T activate_grad(ActivationKind k, T x) {
 }
 }  // namespace detail
 
+// Element-wise loops run in chunks of this many elements; a tensor smaller than that stays in one.
+inline constexpr index_t elementwise_grain = 16384;
+
 // The activation applied element-wise (any shape, any strides; the result is contiguous).
 template <floating_element T, std::size_t R>
 Tensor<T, R> activation(const Tensor<T, R>& x, ActivationKind kind) {
-  return eigenformer::detail::scalar_unary(x, [kind](T v) { return detail::activate(kind, v); });
+  const auto xc = x.contiguous();
+  auto y = Tensor<T, R>::empty(x.shape());
+  const T* in = xc.data();
+  T* out = y.data();
+  backend::parallel_for(x.numel(), elementwise_grain, [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i) out[i] = detail::activate(kind, in[i]);
+  });
+  return y;
 }
 
 // grad_output * f'(x): the gradient of the input from the forward's input x.
 template <floating_element T, std::size_t R>
 Tensor<T, R> activation_backward(const Tensor<T, R>& grad_output, const Tensor<T, R>& x, ActivationKind kind) {
   nn::detail::check_grad_shape("activation_backward", grad_output.shape(), x.shape());
-  return eigenformer::detail::broadcast_map<T>(
-      "activation_backward", [kind](T g, T v) { return g * detail::activate_grad(kind, v); }, grad_output, x);
+  const auto gc = grad_output.contiguous();
+  const auto xc = x.contiguous();
+  auto dx = Tensor<T, R>::empty(x.shape());
+  const T* g = gc.data();
+  const T* in = xc.data();
+  T* out = dx.data();
+  backend::parallel_for(x.numel(), elementwise_grain, [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i) out[i] = g[i] * detail::activate_grad(kind, in[i]);
+  });
+  return dx;
 }
 
 template <floating_element T, std::size_t R>
@@ -139,39 +158,45 @@ Tensor<T, R> softmax_backward(const Tensor<T, R>& grad_output, const Tensor<T, R
 }  // namespace functional
 
 // An element-wise activation by kind or by Hugging Face name: Activation<float>("gelu_new").
-// Training-mode forward caches the input; backward returns grad_output * f'(x).
+// A recording forward saves the input; backward returns grad_output * f'(x).
+//
+// It prints as the module PyTorch would hold in its place: built from a Hugging Face `hidden_act` name it
+// is that name's class in transformers' ACT2CLS ("gelu" -> GELUActivation(), "gelu_new" ->
+// NewGELUActivation(), "gelu_pytorch_tanh" -> PytorchGELUTanh(), "relu" -> ReLU()); built from a kind it is
+// torch.nn's ReLU() or GELU(approximate='none' | 'tanh').
 template <floating_element T>
 class Activation : public Module<T> {
  public:
-  explicit Activation(ActivationKind kind = ActivationKind::gelu) : kind_(kind) {}
-  explicit Activation(std::string_view name) : kind_(activation_kind(name)) {}
+  explicit Activation(ActivationKind kind = ActivationKind::gelu) : kind_(kind), hf_name_() {}
+  explicit Activation(std::string_view name) : kind_(activation_kind(name)), hf_name_(name) {}
 
   ActivationKind kind() const noexcept { return kind_; }
 
-  // (...) -> (...)
+  std::string type_name() const override {
+    if (hf_name_ == "gelu") return "GELUActivation";
+    if (hf_name_ == "gelu_new") return "NewGELUActivation";
+    if (hf_name_ == "gelu_pytorch_tanh") return "PytorchGELUTanh";
+    return kind_ == ActivationKind::relu ? "ReLU" : "GELU";
+  }
+  std::string extra_repr() const override {
+    if (!hf_name_.empty() || kind_ == ActivationKind::relu) return {};
+    return kind_ == ActivationKind::gelu ? "approximate='none'" : "approximate='tanh'";
+  }
+
+  // (...) -> (...), any rank.
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x) {
-    if (has_cache_) cached_input_ = Tensor<T, 1>();  // a stale cache never outlives a newer forward
-    has_cache_ = false;
-    if (this->is_training()) {
-      cached_input_ = x.reshape(Shape<1>{x.numel()});
-      cached_shape_.assign(x.shape().begin(), x.shape().end());
-      has_cache_ = true;
-    }
+  Tensor<T, R> forward(const Tensor<T, R>& x) const {
+    if (this->records_for_backward())
+      this->save_for_backward(Context{x.reshape(Shape<1>{x.numel()}), std::vector<index_t>(x.shape().begin(), x.shape().end())});
     return functional::activation(x, kind_);
   }
 
   template <std::size_t R>
   Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
-    if (!has_cache_) Module<T>::throw_no_cache(layer_name());
-    const auto cached = std::exchange(cached_input_, Tensor<T, 1>());
-    has_cache_ = false;
-    detail::check_grad_shape((std::string(layer_name()) + ".backward").c_str(), grad_output.shape(), cached_shape_);
-    const auto x = cached.view(grad_output.shape());
-    return functional::activation_backward(grad_output, x, kind_);
+    const auto ctx = this->template take_saved<Context>(layer_name());
+    detail::check_grad_shape((std::string(layer_name()) + ".backward").c_str(), grad_output.shape(), ctx.shape);
+    return functional::activation_backward(grad_output, ctx.x.view(grad_output.shape()), kind_);
   }
-
-  void collect_parameters(const std::string&, ParameterList<T>&) override {}
 
  protected:
   const char* layer_name() const noexcept {
@@ -184,12 +209,12 @@ class Activation : public Module<T> {
   }
 
  private:
+  struct Context {
+    Tensor<T, 1> x;  // the forward input, flat
+    std::vector<index_t> shape;
+  };
   ActivationKind kind_;
-  // The forward input, flat; training mode only. (A flag rather than std::optional: GCC 12 warns
-  // -Wmaybe-uninitialized when a module holding an empty optional<Tensor> is moved into a Sequential.)
-  Tensor<T, 1> cached_input_;
-  bool has_cache_ = false;
-  std::vector<index_t> cached_shape_;
+  std::string hf_name_;  // the Hugging Face name it was built from, empty when built from a kind
 };
 
 // nn.ReLU: max(x, 0).
@@ -220,7 +245,7 @@ class GELU : public Activation<T> {
   }
 };
 
-// nn.Softmax(dim): forward caches its output y in training mode; backward is y * (g - sum(g * y, dim)).
+// nn.Softmax(dim): a recording forward saves its output y; backward is y * (g - sum(g * y, dim)).
 // A slice that is entirely -inf gives zeros (eigenformer's softmax), and so does its gradient.
 template <floating_element T>
 class Softmax : public Module<T> {
@@ -229,36 +254,30 @@ class Softmax : public Module<T> {
 
   index_t dim() const noexcept { return dim_; }
 
+  std::string type_name() const override { return "Softmax"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim_); }
+
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x) {
+  Tensor<T, R> forward(const Tensor<T, R>& x) const {
     auto y = softmax(x, dim_);
-    if (has_cache_) cached_output_ = Tensor<T, 1>();
-    has_cache_ = false;
-    if (this->is_training()) {
-      cached_output_ = y.view(Shape<1>{y.numel()});
-      cached_shape_.assign(y.shape().begin(), y.shape().end());
-      has_cache_ = true;
-    }
+    if (this->records_for_backward())
+      this->save_for_backward(Context{y.view(Shape<1>{y.numel()}), std::vector<index_t>(y.shape().begin(), y.shape().end())});
     return y;
   }
 
   template <std::size_t R>
   Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
-    if (!has_cache_) Module<T>::throw_no_cache("Softmax");
-    const auto cached = std::exchange(cached_output_, Tensor<T, 1>());
-    has_cache_ = false;
-    detail::check_grad_shape("Softmax.backward", grad_output.shape(), cached_shape_);
-    const auto y = cached.view(grad_output.shape());
-    return functional::softmax_backward(grad_output, y, dim_);
+    const auto ctx = this->template take_saved<Context>("Softmax");
+    detail::check_grad_shape("Softmax.backward", grad_output.shape(), ctx.shape);
+    return functional::softmax_backward(grad_output, ctx.y.view(grad_output.shape()), dim_);
   }
 
-  void collect_parameters(const std::string&, ParameterList<T>&) override {}
-
  private:
+  struct Context {
+    Tensor<T, 1> y;  // the forward output, flat
+    std::vector<index_t> shape;
+  };
   index_t dim_;
-  Tensor<T, 1> cached_output_;  // the forward output, flat; training mode only (see Activation)
-  bool has_cache_ = false;
-  std::vector<index_t> cached_shape_;
 };
 
 }  // namespace eigenformer::nn

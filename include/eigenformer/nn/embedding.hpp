@@ -3,6 +3,7 @@
 // parameter names).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "eigenformer/nn/init.hpp"
 #include "eigenformer/nn/layernorm.hpp"
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/tensor/backend.hpp"
 
 namespace eigenformer::nn {
 
@@ -46,27 +48,37 @@ class Embedding : public Module<T> {
   index_t embedding_dim() const noexcept { return dim_; }
   std::optional<index_t> padding_idx() const noexcept { return padding_idx_; }
 
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override {
+    std::string r = std::to_string(num_) + ", " + std::to_string(dim_);
+    if (padding_idx_) r += ", padding_idx=" + std::to_string(*padding_idx_);
+    return r;
+  }
+  void register_members(Members<T>& m) override { m.parameter("weight", weight); }
+
   // ids (...) -> (..., C). An id outside [0, V) throws std::out_of_range naming the id, where it is, and V.
-  // Training mode caches the ids (a handle).
+  // A recording forward saves the ids (a handle).
   template <std::size_t R>
-  Tensor<T, R + 1> forward(const Tensor<std::int64_t, R>& ids) {
+  Tensor<T, R + 1> forward(const Tensor<std::int64_t, R>& ids) const {
     const auto flat = ids.reshape(Shape<1>{ids.numel()});  // (N)
     const index_t n = flat.numel();
     Shape<R + 1> out_shape{};
     for (std::size_t i = 0; i < R; ++i) out_shape[i] = ids.shape()[i];
     out_shape[R] = dim_;
-    auto out = Tensor<T, R + 1>::empty(out_shape);
-    const T* w = weight.data.data();
+    // Every id is checked before any row is copied, so the error names the first bad id.
     for (index_t k = 0; k < n; ++k) {
       const std::int64_t id = flat(k);
       if (id < 0 || id >= num_) throw_bad_id(id, k, ids.shape());
-      std::copy(w + id * dim_, w + (id + 1) * dim_, out.data() + k * dim_);
     }
-    cached_ids_.reset();
-    if (this->is_training()) {
-      cached_ids_ = flat;
-      cached_shape_.assign(out_shape.begin(), out_shape.end());
-    }
+    auto out = Tensor<T, R + 1>::empty(out_shape);
+    const T* w = weight.data.data();
+    const std::int64_t* id_data = flat.data();
+    backend::parallel_for(n, std::max<index_t>(1, 16384 / dim_), [&](index_t begin, index_t end) {
+      for (index_t k = begin; k < end; ++k)
+        std::copy(w + id_data[k] * dim_, w + (id_data[k] + 1) * dim_, out.data() + k * dim_);
+    });
+    if (this->records_for_backward())
+      this->save_for_backward(Context{flat, std::vector<index_t>(out_shape.begin(), out_shape.end())});
     return out;
   }
 
@@ -74,23 +86,23 @@ class Embedding : public Module<T> {
   // Ids are not differentiable, so nothing is returned.
   template <std::size_t R>
   void backward(const Tensor<T, R>& grad_output) {
-    if (!cached_ids_) Module<T>::throw_no_cache("Embedding");
-    const auto ids = *cached_ids_;
-    cached_ids_.reset();
-    detail::check_grad_shape("Embedding.backward", grad_output.shape(), cached_shape_);
+    const auto ctx = this->template take_saved<Context>("Embedding");
+    detail::check_grad_shape("Embedding.backward", grad_output.shape(), ctx.shape);
+    if (!weight.requires_grad()) return;
     const auto g = grad_output.contiguous();
-    T* gw = weight.grad.data();
-    for (index_t k = 0, n = ids.numel(); k < n; ++k) {
-      const std::int64_t id = ids(k);
-      if (padding_idx_ && id == *padding_idx_) continue;
-      const T* gr = g.data() + k * dim_;
-      T* row = gw + id * dim_;
-      for (index_t j = 0; j < dim_; ++j) row[j] += gr[j];
-    }
-  }
-
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    add_parameter(out, prefix, "weight", weight);
+    const auto& ids = ctx.ids;
+    T* gw = weight.grad_buffer().data();
+    // Several tokens may share an id, so tokens are not split between chunks; the embedding dim is, and
+    // each gradient element still receives its terms in token order.
+    backend::parallel_for(dim_, 4096, [&](index_t begin, index_t end) {
+      for (index_t k = 0, n = ids.numel(); k < n; ++k) {
+        const std::int64_t id = ids(k);
+        if (padding_idx_ && id == *padding_idx_) continue;
+        const T* gr = g.data() + k * dim_;
+        T* row = gw + id * dim_;
+        for (index_t j = begin; j < end; ++j) row[j] += gr[j];
+      }
+    });
   }
 
  private:
@@ -106,10 +118,12 @@ class Embedding : public Module<T> {
                             " (valid ids are 0 to " + std::to_string(num_ - 1) + ")");
   }
 
+  struct Context {
+    Tensor<std::int64_t, 1> ids;  // (N)
+    std::vector<index_t> shape;   // the output's shape
+  };
   index_t num_, dim_;
   std::optional<index_t> padding_idx_;
-  std::optional<Tensor<std::int64_t, 1>> cached_ids_;  // (N), training mode only
-  std::vector<index_t> cached_shape_;                  // the output's shape
 };
 
 // A learned absolute positional embedding (GPT-2's wpe, BERT's position_embeddings): a table (L, C) whose
@@ -124,9 +138,13 @@ class LearnedPositionalEmbedding : public Module<T> {
   Parameter<T, 2>& weight() noexcept { return table_.weight; }
   index_t max_len() const noexcept { return table_.num_embeddings(); }
 
+  std::string type_name() const override { return "LearnedPositionalEmbedding"; }
+  std::string extra_repr() const override { return table_.extra_repr(); }
+  void register_members(Members<T>& m) override { m.parameter("weight", table_.weight); }
+
   // (..., T, C) -> (..., T, C): x + weight[start : start + T]. Positions past max_len throw std::out_of_range.
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x, index_t start = 0) {
+  Tensor<T, R> forward(const Tensor<T, R>& x, index_t start = 0) const {
     static_assert(R >= 2, "LearnedPositionalEmbedding.forward: the input needs (T, C) as its last dims");
     const index_t len = x.shape()[R - 2];
     if (x.shape()[R - 1] != table_.embedding_dim())
@@ -135,8 +153,8 @@ class LearnedPositionalEmbedding : public Module<T> {
     if (start < 0 || start + len > max_len())
       throw std::out_of_range("LearnedPositionalEmbedding.forward: positions " + std::to_string(start) + ".." +
                               std::to_string(start + len - 1) + " exceed max_len " + std::to_string(max_len()));
-    cached_.reset();
-    if (this->is_training()) cached_ = Cache{start, len, std::vector<index_t>(x.shape().begin(), x.shape().end())};
+    if (this->records_for_backward())
+      this->save_for_backward(Context{start, len, std::vector<index_t>(x.shape().begin(), x.shape().end())});
     return add(x, table_.weight.data.narrow(0, start, len));
   }
 
@@ -144,28 +162,22 @@ class LearnedPositionalEmbedding : public Module<T> {
   // leading dims at position t.
   template <std::size_t R>
   Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
-    if (!cached_) Module<T>::throw_no_cache("LearnedPositionalEmbedding");
-    const Cache c = std::move(*cached_);
-    cached_.reset();
+    const auto c = this->template take_saved<Context>("LearnedPositionalEmbedding");
     detail::check_grad_shape("LearnedPositionalEmbedding.backward", grad_output.shape(), c.shape);
+    if (!table_.weight.requires_grad()) return grad_output;
     const index_t dim = table_.embedding_dim();
     const auto g = grad_output.reshape(Shape<3>{-1, c.len, dim});  // (B', T, C)
-    auto rows = table_.weight.grad.narrow(0, c.start, c.len);
-    as_matrix(rows) += as_matrix(sum(g, 0));
+    auto rows = table_.weight.grad_buffer().narrow(0, c.start, c.len);
+    rows.copy_(add(rows, sum(g, 0)));
     return grad_output;
   }
 
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    add_parameter(out, prefix, "weight", table_.weight);
-  }
-
  private:
-  struct Cache {
+  struct Context {
     index_t start, len;
     std::vector<index_t> shape;
   };
   Embedding<T> table_;
-  std::optional<Cache> cached_;
 };
 
 // BertEmbeddings options, with Hugging Face's BertConfig names and defaults. The seed's BERTEmbedding
@@ -184,7 +196,8 @@ struct BertEmbeddingsOptions {
 // BERT's input embeddings: word(ids) + position(0..T-1) + token_type(segment ids), then LayerNorm and
 // Dropout. Parameters (HF state-dict names): word_embeddings.weight, position_embeddings.weight,
 // token_type_embeddings.weight, LayerNorm.weight, LayerNorm.bias. Built in that order from `gen` (the
-// order of both the seed's module and HF's), so a manual_seed'ed construction equals PyTorch's.
+// order of both the seed's module and HF's), so a manual_seed'ed construction equals PyTorch's; dropout
+// draws from current_generator() at forward time.
 template <floating_element T>
 class BertEmbeddings : public Module<T> {
  public:
@@ -193,7 +206,7 @@ class BertEmbeddings : public Module<T> {
         position_embeddings(o.max_position_embeddings, o.hidden_size, std::nullopt, gen),
         token_type_embeddings(o.type_vocab_size, o.hidden_size, std::nullopt, gen),
         layer_norm(o.hidden_size, o.layer_norm_eps),
-        dropout(o.hidden_dropout_prob, gen) {}
+        dropout(o.hidden_dropout_prob) {}
 
   Embedding<T> word_embeddings;        // (V, C)
   Embedding<T> position_embeddings;    // (max_position_embeddings, C)
@@ -203,7 +216,7 @@ class BertEmbeddings : public Module<T> {
 
   // input_ids (B, T), token_type_ids (B, T) or none (all segment 0) -> (B, T, C).
   Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids,
-                       const std::optional<Tensor<std::int64_t, 2>>& token_type_ids = std::nullopt) {
+                       const std::optional<Tensor<std::int64_t, 2>>& token_type_ids = std::nullopt) const {
     const index_t b = input_ids.shape()[0], t = input_ids.shape()[1];
     if (t > position_embeddings.num_embeddings())
       throw std::out_of_range("BertEmbeddings.forward: sequence length " + std::to_string(t) +
@@ -230,20 +243,13 @@ class BertEmbeddings : public Module<T> {
     token_type_embeddings.backward(g);
   }
 
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    word_embeddings.collect_parameters(prefix + "word_embeddings.", out);
-    position_embeddings.collect_parameters(prefix + "position_embeddings.", out);
-    token_type_embeddings.collect_parameters(prefix + "token_type_embeddings.", out);
-    layer_norm.collect_parameters(prefix + "LayerNorm.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    word_embeddings.train(mode);
-    position_embeddings.train(mode);
-    token_type_embeddings.train(mode);
-    layer_norm.train(mode);
-    dropout.train(mode);
+  std::string type_name() const override { return "BertEmbeddings"; }
+  void register_members(Members<T>& m) override {
+    m.child("word_embeddings", word_embeddings);
+    m.child("position_embeddings", position_embeddings);
+    m.child("token_type_embeddings", token_type_embeddings);
+    m.child("LayerNorm", layer_norm);
+    m.child("dropout", dropout);
   }
 };
 

@@ -2,12 +2,14 @@
 // variance (divide by C) of each row, as PyTorch computes it.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
 
 #include "eigenformer/nn/detail/checks.hpp"
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/tensor/backend.hpp"
 
 namespace eigenformer::nn {
 
@@ -34,10 +36,20 @@ class LayerNorm : public Module<T> {
   index_t normalized_shape() const noexcept { return size_; }
   double eps() const noexcept { return eps_; }
 
-  // (..., C) -> (..., C). Training mode caches the input (a handle) and each row's mean and
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override {
+    return "(" + std::to_string(size_) + ",), eps=" + this->py_float(eps_) +
+           ", elementwise_affine=" + this->py_bool(weight.has_value());
+  }
+  void register_members(Members<T>& m) override {
+    m.parameter("weight", weight);
+    m.parameter("bias", bias);
+  }
+
+  // (..., C) -> (..., C). A recording forward saves the input (a handle) and each row's mean and
   // rstd = 1 / sqrt(var + eps), which is what PyTorch's layer_norm saves for its backward.
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x) {
+  Tensor<T, R> forward(const Tensor<T, R>& x) const {
     static_assert(R >= 1, "LayerNorm.forward: the input needs at least one dim (the normalized one)");
     if (x.shape()[R - 1] != size_)
       throw shape_error("LayerNorm.forward: input " + shape_string(x.shape()) + " does not end in normalized_shape [" +
@@ -49,29 +61,29 @@ class LayerNorm : public Module<T> {
     auto rstd = Tensor<T, 1>::empty({n});
     const T* w = weight ? weight->data.data() : nullptr;
     const T* b = bias ? bias->data.data() : nullptr;
-    for (index_t i = 0; i < n; ++i) {
-      const T* xr = xc.data() + i * c;
-      // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
-      double m = 0;
-      for (index_t j = 0; j < c; ++j) m += xr[j];
-      m /= static_cast<double>(c);
-      double v = 0;
-      for (index_t j = 0; j < c; ++j) v += (xr[j] - m) * (xr[j] - m);
-      v /= static_cast<double>(c);
-      const T mu = static_cast<T>(m);
-      const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
-      mean(i) = mu;
-      rstd(i) = rs;
-      T* yr = y.data() + i * c;
-      for (index_t j = 0; j < c; ++j) {
-        const T xhat = (xr[j] - mu) * rs;
-        yr[j] = (w ? xhat * w[j] : xhat) + (b ? b[j] : T(0));
+    backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) {
+        const T* xr = xc.data() + i * c;
+        // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
+        double m = 0;
+        for (index_t j = 0; j < c; ++j) m += xr[j];
+        m /= static_cast<double>(c);
+        double v = 0;
+        for (index_t j = 0; j < c; ++j) v += (xr[j] - m) * (xr[j] - m);
+        v /= static_cast<double>(c);
+        const T mu = static_cast<T>(m);
+        const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
+        mean(i) = mu;
+        rstd(i) = rs;
+        T* yr = y.data() + i * c;
+        for (index_t j = 0; j < c; ++j) {
+          const T xhat = (xr[j] - mu) * rs;
+          yr[j] = (w ? xhat * w[j] : xhat) + (b ? b[j] : T(0));
+        }
       }
-    }
-    cache_.reset();
-    if (this->is_training()) {
-      cache_ = Cache{xc, mean, rstd, std::vector<index_t>(x.shape().begin(), x.shape().end())};
-    }
+    });
+    if (this->records_for_backward())
+      this->save_for_backward(Context{xc, mean, rstd, std::vector<index_t>(x.shape().begin(), x.shape().end())});
     return y.view(x.shape());
   }
 
@@ -79,62 +91,71 @@ class LayerNorm : public Module<T> {
   //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight += sum grad_output * xhat,  dbias += sum grad_output.
   template <std::size_t R>
   Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
-    if (!cache_) Module<T>::throw_no_cache("LayerNorm");
-    const Cache cache = std::move(*cache_);
-    cache_.reset();
-    detail::check_grad_shape("LayerNorm.backward", grad_output.shape(), cache.shape);
-    const index_t n = cache.x.shape()[0], c = size_;
+    const auto ctx = this->template take_saved<Context>("LayerNorm");
+    detail::check_grad_shape("LayerNorm.backward", grad_output.shape(), ctx.shape);
+    const index_t n = ctx.x.shape()[0], c = size_;
     const auto g2 = grad_output.reshape(Shape<2>{n, c});
     auto dx = Tensor<T, 2>::empty({n, c});
     const T* w = weight ? weight->data.data() : nullptr;
-    T* dw = weight ? weight->grad.data() : nullptr;
-    T* db = bias ? bias->grad.data() : nullptr;
-    std::vector<double> dw_acc(w ? static_cast<std::size_t>(c) : 0, 0.0), db_acc(db ? static_cast<std::size_t>(c) : 0, 0.0);
-    std::vector<T> xhat(static_cast<std::size_t>(c)), g(static_cast<std::size_t>(c));
-    for (index_t i = 0; i < n; ++i) {
-      const T* xr = cache.x.data() + i * c;
-      const T* gr = g2.data() + i * c;
-      const T mu = cache.mean(i), rs = cache.rstd(i);
-      double sum_g = 0, sum_gx = 0;
-      for (index_t j = 0; j < c; ++j) {
-        const auto k = static_cast<std::size_t>(j);
-        xhat[k] = (xr[j] - mu) * rs;
-        g[k] = w ? gr[j] * w[j] : gr[j];
-        sum_g += g[k];
-        sum_gx += static_cast<double>(g[k]) * xhat[k];
-        if (w) dw_acc[k] += static_cast<double>(gr[j]) * xhat[k];
-        if (db) db_acc[k] += gr[j];
+    // Rows are independent: one chunk of rows per task.
+    backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
+      std::vector<T> xhat(static_cast<std::size_t>(c)), g(static_cast<std::size_t>(c));
+      for (index_t i = begin; i < end; ++i) {
+        const T* xr = ctx.x.data() + i * c;
+        const T* gr = g2.data() + i * c;
+        const T mu = ctx.mean(i), rs = ctx.rstd(i);
+        double sum_g = 0, sum_gx = 0;
+        for (index_t j = 0; j < c; ++j) {
+          const auto k = static_cast<std::size_t>(j);
+          xhat[k] = (xr[j] - mu) * rs;
+          g[k] = w ? gr[j] * w[j] : gr[j];
+          sum_g += g[k];
+          sum_gx += static_cast<double>(g[k]) * xhat[k];
+        }
+        const T mean_g = static_cast<T>(sum_g / static_cast<double>(c));
+        const T mean_gx = static_cast<T>(sum_gx / static_cast<double>(c));
+        T* dr = dx.data() + i * c;
+        for (index_t j = 0; j < c; ++j) {
+          const auto k = static_cast<std::size_t>(j);
+          dr[j] = rs * (g[k] - mean_g - xhat[k] * mean_gx);
+        }
       }
-      const T mean_g = static_cast<T>(sum_g / static_cast<double>(c));
-      const T mean_gx = static_cast<T>(sum_gx / static_cast<double>(c));
-      T* dr = dx.data() + i * c;
-      for (index_t j = 0; j < c; ++j) {
-        const auto k = static_cast<std::size_t>(j);
-        dr[j] = rs * (g[k] - mean_g - xhat[k] * mean_gx);
-      }
-    }
-    for (index_t j = 0; j < c; ++j) {
-      if (dw) dw[j] += static_cast<T>(dw_acc[static_cast<std::size_t>(j)]);
-      if (db) db[j] += static_cast<T>(db_acc[static_cast<std::size_t>(j)]);
+    });
+    // The parameter gradients sum over rows: each column is summed whole (in double, in row order) by
+    // one chunk, so the sums do not depend on how rows or columns are split between threads.
+    const bool want_dw = weight && weight->requires_grad();
+    const bool want_db = bias && bias->requires_grad();
+    if (want_dw || want_db) {
+      T* dw = want_dw ? weight->grad_buffer().data() : nullptr;
+      T* db = want_db ? bias->grad_buffer().data() : nullptr;
+      backend::parallel_for(c, 256, [&](index_t begin, index_t end) {
+        for (index_t j = begin; j < end; ++j) {
+          double dw_acc = 0, db_acc = 0;
+          for (index_t i = 0; i < n; ++i) {
+            const T gij = g2.data()[i * c + j];
+            if (dw) dw_acc += static_cast<double>(gij) * ((ctx.x.data()[i * c + j] - ctx.mean(i)) * ctx.rstd(i));
+            if (db) db_acc += gij;
+          }
+          if (dw) dw[j] += static_cast<T>(dw_acc);
+          if (db) db[j] += static_cast<T>(db_acc);
+        }
+      });
     }
     return dx.view(grad_output.shape());
   }
 
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    if (weight) add_parameter(out, prefix, "weight", *weight);
-    if (bias) add_parameter(out, prefix, "bias", *bias);
-  }
-
  private:
-  struct Cache {
+  struct Context {
     Tensor<T, 2> x;     // (N, C) input
     Tensor<T, 1> mean;  // (N)
     Tensor<T, 1> rstd;  // (N)
     std::vector<index_t> shape;
   };
+  // Rows per chunk: about 16k elements, so a small batch stays in one chunk.
+  static index_t row_grain(index_t c) { return std::max<index_t>(1, 16384 / std::max<index_t>(c, 1)); }
+
   index_t size_;
   double eps_;
-  std::optional<Cache> cache_;  // training mode only
 };
 
 }  // namespace eigenformer::nn

@@ -1,13 +1,95 @@
 // nn.Linear: y = x W^T + b over the last dim, with weight stored (out_features, in_features) as in
 // PyTorch so checkpoints load without transposes.
+//
+// detail::dense_forward / dense_backward below are the whole computation of both fully connected layers,
+// Linear and GPT-2's Conv1D (conv1d.hpp), which differ only in how their weight is laid out in memory.
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "eigenformer/nn/detail/checks.hpp"
 #include "eigenformer/nn/init.hpp"
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/tensor/backend.hpp"
 
 namespace eigenformer::nn {
+
+namespace detail {
+
+// How a fully connected layer stores its weight: (out, in) for nn.Linear, (in, out) for Conv1D.
+enum class DenseLayout { out_in, in_out };
+
+// What a recording forward keeps for backward: the input flattened to (N, in) (a handle, not a copy)
+// and its original shape.
+template <floating_element T>
+struct DenseContext {
+  Tensor<T, 2> x;
+  std::vector<index_t> input_shape;
+};
+
+// The weight as an (in, out) matrix, the right operand of x W; a transposed view for Linear, read in place.
+template <floating_element T>
+Tensor<T, 2> dense_in_out(const Tensor<T, 2>& weight, DenseLayout layout) {
+  return layout == DenseLayout::out_in ? weight.t() : weight;
+}
+
+// (..., in) -> (..., out) as one gemm with the bias added in its epilogue. `context`, when given, receives
+// what dense_backward needs.
+template <floating_element T, std::size_t R>
+Tensor<T, R> dense_forward(const char* layer, const Tensor<T, R>& x, const Tensor<T, 2>& weight,
+                           const Tensor<T, 1>* bias, DenseLayout layout, DenseContext<T>* context) {
+  static_assert(R >= 1, "dense layer forward: the input needs at least one dim (the features)");
+  const auto w = dense_in_out(weight, layout);
+  const index_t in = w.shape()[0], out = w.shape()[1];
+  if (x.shape()[R - 1] != in)
+    throw shape_error(std::string(layer) + ".forward: input " + shape_string(x.shape()) + " x weight " +
+                      shape_string(weight.shape()) + ": last dim of the input must be in_features " +
+                      std::to_string(in));
+  const auto x2 = x.reshape(Shape<2>{x.numel() / in, in});  // (N, in)
+  auto y = backend::gemm(x2, w, backend::Epilogue<T>{bias, backend::Activation::none});  // (N, out)
+  if (context) *context = DenseContext<T>{x2, std::vector<index_t>(x.shape().begin(), x.shape().end())};
+  Shape<R> out_shape = x.shape();
+  out_shape[R - 1] = out;
+  return y.view(out_shape);
+}
+
+// Returns dL/dx = g W^T (shaped like the forward input) and accumulates dL/dW and dL/db (the sum of g over
+// all leading dims) into the gradients of the parameters that require one.
+template <floating_element T, std::size_t R>
+Tensor<T, R> dense_backward(const char* layer, const Tensor<T, R>& grad_output, const DenseContext<T>& ctx,
+                            Parameter<T, 2>& weight, Parameter<T, 1>* bias, DenseLayout layout) {
+  const auto w = dense_in_out(weight.data, layout);
+  const index_t n = ctx.x.shape()[0], out = w.shape()[1];
+  if (grad_output.shape()[R - 1] != out || grad_output.numel() != n * out || ctx.input_shape.size() != R)
+    throw shape_error(std::string(layer) + ".backward: grad_output " + shape_string(grad_output.shape()) +
+                      " does not match the forward output for input " + shape_string(ctx.input_shape));
+  const auto g = grad_output.reshape(Shape<2>{n, out});  // (N, out)
+  if (weight.requires_grad()) {
+    auto dw = weight.grad_buffer();
+    // Linear's gradient is g^T x (out, in); Conv1D's the transpose, x^T g (in, out).
+    if (layout == DenseLayout::out_in) backend::gemm(g.t(), ctx.x, dw, T(1), T(1));
+    else backend::gemm(ctx.x.t(), g, dw, T(1), T(1));
+  }
+  if (bias && bias->requires_grad()) {
+    auto db = bias->grad_buffer();
+    const auto gc = g.contiguous();
+    // Column sums, each column summed whole by one chunk in token order, so the result does not depend
+    // on the thread count.
+    T* d = db.data();
+    backend::parallel_for(out, 1024, [&](index_t begin, index_t end) {
+      for (index_t i = 0; i < n; ++i) {
+        const T* row = gc.data() + i * out;
+        for (index_t j = begin; j < end; ++j) d[j] += row[j];
+      }
+    });
+  }
+  auto dx = backend::gemm(g, w.t());  // (N, in)
+  return dx.view(as_shape<R>(ctx.input_shape));
+}
+
+}  // namespace detail
 
 template <floating_element T>
 class Linear : public Module<T> {
@@ -34,58 +116,37 @@ class Linear : public Module<T> {
   index_t in_features() const noexcept { return in_features_; }
   index_t out_features() const noexcept { return out_features_; }
 
-  // (..., in) -> (..., out). Caches the input (a handle, not a copy) in training mode.
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override {
+    return "in_features=" + std::to_string(in_features_) + ", out_features=" + std::to_string(out_features_) +
+           ", bias=" + this->py_bool(bias.has_value());
+  }
+  void register_members(Members<T>& m) override {
+    m.parameter("weight", weight);
+    m.parameter("bias", bias);
+  }
+
+  // (..., in) -> (..., out).
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x) {
-    static_assert(R >= 1, "Linear.forward: the input needs at least one dim (the features)");
-    if (x.shape()[R - 1] != in_features_)
-      throw shape_error("Linear.forward: input " + shape_string(x.shape()) + " x weight " +
-                        shape_string(weight.shape()) + ": last dim of the input must be in_features " +
-                        std::to_string(in_features_));
-    const auto x2 = x.reshape(Shape<2>{x.numel() / in_features_, in_features_});  // (N, in)
-    auto y = matmul(x2, weight.data.t());                                         // (N, out)
-    if (bias) as_matrix(y).rowwise() += as_matrix(bias->data.view(Shape<2>{1, out_features_})).row(0);
-    cached_input_.reset();  // an eval-mode forward leaves nothing for backward, not an older training cache
-    if (this->is_training()) {
-      cached_input_ = x2;
-      cached_shape_.assign(x.shape().begin(), x.shape().end());
-    }
-    Shape<R> out_shape = x.shape();
-    out_shape[R - 1] = out_features_;
-    return y.view(out_shape);
+  Tensor<T, R> forward(const Tensor<T, R>& x) const {
+    detail::DenseContext<T> ctx;
+    const bool record = this->records_for_backward();
+    auto y = detail::dense_forward("Linear", x, weight.data, bias ? &bias->data : nullptr,
+                                   detail::DenseLayout::out_in, record ? &ctx : nullptr);
+    if (record) this->save_for_backward(std::move(ctx));
+    return y;
   }
 
   // dL/dx = g W; accumulates dL/dW += g^T x and dL/db += sum of g over all leading dims.
   template <std::size_t R>
   Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
-    if (!cached_input_) Module<T>::throw_no_cache("Linear");
-    const auto x2 = *cached_input_;
-    cached_input_.reset();
-    const index_t n = x2.shape()[0];
-    if (grad_output.shape()[R - 1] != out_features_ || grad_output.numel() != n * out_features_ ||
-        cached_shape_.size() != R)
-      throw shape_error("Linear.backward: grad_output " + shape_string(grad_output.shape()) +
-                        " does not match the forward output for input " + shape_string(cached_shape_));
-    const auto g = grad_output.reshape(Shape<2>{n, out_features_});  // (N, out)
-    as_matrix(weight.grad).noalias() += as_matrix(g).transpose() * as_matrix(x2);
-    if (bias) {
-      auto bias_grad = bias->grad.view(Shape<2>{1, out_features_});
-      as_matrix(bias_grad).row(0) += as_matrix(g).colwise().sum();
-    }
-    Shape<R> in_shape{};
-    for (std::size_t i = 0; i < R; ++i) in_shape[i] = cached_shape_[i];
-    return matmul(g, weight.data).view(in_shape);
-  }
-
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    add_parameter(out, prefix, "weight", weight);
-    if (bias) add_parameter(out, prefix, "bias", *bias);
+    const auto ctx = this->template take_saved<detail::DenseContext<T>>("Linear");
+    return detail::dense_backward("Linear", grad_output, ctx, weight, bias ? &*bias : nullptr,
+                                  detail::DenseLayout::out_in);
   }
 
  private:
   index_t in_features_, out_features_;
-  std::optional<Tensor<T, 2>> cached_input_;  // (N, in), training mode only
-  std::vector<index_t> cached_shape_;
 };
 
 }  // namespace eigenformer::nn

@@ -76,8 +76,16 @@ class SinusoidalPositionalEncoding : public Module<T> {
 
   const Tensor<T, 2>& table() const noexcept { return table_; }  // (max_len, C)
 
+  std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
+  std::string extra_repr() const override {
+    return std::to_string(table_.shape()[0]) + ", " + std::to_string(table_.shape()[1]);
+  }
+  // The table is derived from the sizes alone, so like the tutorial's register_buffer(..., persistent=False)
+  // it is listed as a buffer but kept out of state dicts.
+  void register_members(Members<T>& m) override { m.buffer("pe", table_, false); }
+
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x, index_t start = 0) {
+  Tensor<T, R> forward(const Tensor<T, R>& x, index_t start = 0) const {
     static_assert(R >= 2, "SinusoidalPositionalEncoding.forward: the input needs (T, C) as its last dims");
     const index_t len = x.shape()[R - 2];
     if (x.shape()[R - 1] != table_.shape()[1])
@@ -86,25 +94,23 @@ class SinusoidalPositionalEncoding : public Module<T> {
     if (start < 0 || start + len > table_.shape()[0])
       throw std::out_of_range("SinusoidalPositionalEncoding.forward: positions " + std::to_string(start) + ".." +
                               std::to_string(start + len - 1) + " exceed max_len " + std::to_string(table_.shape()[0]));
-    cached_shape_.reset();
-    if (this->is_training()) cached_shape_ = std::vector<index_t>(x.shape().begin(), x.shape().end());
+    if (this->records_for_backward())
+      this->save_for_backward(Context{std::vector<index_t>(x.shape().begin(), x.shape().end())});
     return add(x, table_.narrow(0, start, len));
   }
 
   template <std::size_t R>
   Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
-    if (!cached_shape_) Module<T>::throw_no_cache("SinusoidalPositionalEncoding");
-    const auto shape = std::move(*cached_shape_);
-    cached_shape_.reset();
-    detail::check_grad_shape("SinusoidalPositionalEncoding.backward", grad_output.shape(), shape);
+    const auto ctx = this->template take_saved<Context>("SinusoidalPositionalEncoding");
+    detail::check_grad_shape("SinusoidalPositionalEncoding.backward", grad_output.shape(), ctx.shape);
     return grad_output;
   }
 
-  void collect_parameters(const std::string&, ParameterList<T>&) override {}
-
  private:
+  struct Context {
+    std::vector<index_t> shape;  // the input's, to check grad_output against
+  };
   Tensor<T, 2> table_;
-  std::optional<std::vector<index_t>> cached_shape_;
 };
 
 }  // namespace eigenformer::nn
