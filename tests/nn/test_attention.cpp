@@ -1,15 +1,19 @@
-// Scaled dot-product attention, SelfAttentionV1/V2, CausalAttention and MultiHeadAttention: PyTorch fixtures
-// (forward, attention weights, every gradient), finite differences, properties, the seeds' worked examples
-// and bad input. Tolerances: see support/attention_fixtures.hpp.
+// The attention core (fused_attention, its backward and KV cache, scaled_dot_product_attention), the tutorial
+// layers SelfAttentionV1/V2, CausalAttention, MultiHeadAttentionPerHead and MultiHeadAttention: PyTorch
+// fixtures (forward, attention weights, every gradient), finite differences, KV cache decoding, thread-count
+// independence, read-only eval forwards, reprs, properties, the seeds' worked examples and bad input.
+// Tolerances: see support/attention_fixtures.hpp.
 #include <doctest/doctest.h>
 
 #include <eigenformer/nn/multi_head_attention.hpp>
 #include <eigenformer/nn/self_attention.hpp>
+#include <thread>
 
 #include "support/attention_fixtures.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
+namespace tut = ef::nn::tutorial;
 
 namespace {
 
@@ -40,23 +44,40 @@ ef::Tensor<T, 4> sdpa_of(const json& c, nn::AttentionContext<T, 4>* ctx, ef::Ten
   }
 }
 
-template <typename T>
-nn::MultiHeadAttention<T> mha_of(const json& c) {
+nn::MultiHeadAttentionOptions mha_options_of(const json& c) {
   const auto& cfg = c.at("config");
   nn::MultiHeadAttentionOptions o;
   o.attn_dropout = cfg.at("attn_dropout").get<double>();
   o.out_dropout = cfg.at("out_dropout").get<double>();
   o.causal = cfg.at("causal").get<bool>();
-  o.layout = cfg.at("layout") == "fused" ? nn::QkvLayout::fused : nn::QkvLayout::per_head;
   o.masked_value = number(cfg.at("masked_value"));
-  return nn::MultiHeadAttention<T>(cfg.at("dim").get<index_t>(), cfg.at("heads").get<index_t>(), o);
+  return o;
 }
 
-// Forward of a MultiHeadAttention case, with its key padding mask if it has one.
-auto mha_forward(const json& c) {
-  return [&c](auto& m, const auto& x) {
+// Builds the case's layer (MultiHeadAttention for the fused layout, the tutorial's per-head layer for seed
+// 004's) and calls f(layer).
+template <typename T, class F>
+void with_mha_of(const json& c, F&& f) {
+  const auto& cfg = c.at("config");
+  const index_t dim = cfg.at("dim").get<index_t>(), heads = cfg.at("heads").get<index_t>();
+  if (cfg.at("layout") == "fused") {
+    nn::MultiHeadAttention<T> m(dim, heads, mha_options_of(c));
+    f(m);
+  } else {
+    tut::MultiHeadAttentionPerHead<T> m(dim, heads, mha_options_of(c));
+    f(m);
+  }
+}
+
+// Forward of a MultiHeadAttention case, with its key padding mask if it has one; the attention weights
+// land in *weights.
+template <typename T>
+auto mha_forward(const json& c, ef::Tensor<T, 4>* weights) {
+  return [&c, weights](auto& m, const auto& x) {
     const auto& in = c.at("inputs");
-    return in.contains("mask") ? m.forward(x, fx<bool, 2>(in.at("mask"))) : m.forward(x);
+    auto [y, w] = in.contains("mask") ? m.forward_with_weights(x, fx<bool, 2>(in.at("mask"))) : m.forward_with_weights(x);
+    *weights = w;
+    return y;
   };
 }
 auto plain_forward() {
@@ -106,18 +127,18 @@ TEST_CASE_TEMPLATE("SelfAttentionV1/V2, CausalAttention: forward and gradients m
   {
     const auto& c = attention_case("self_attention_v1_train");
     ef::manual_seed(123);
-    nn::SelfAttentionV1<T> m(12, 8);
+    tut::SelfAttentionV1<T> m(12, 8);
     if constexpr (std::is_same_v<T, float>)  // torch.rand is reproduced bit for bit
       for (auto& p : m.named_parameters())  // (the fixture's decimals are exact only as float32)
         check_tensors_close(p.data, to_tensor<float, 2>(c.at("params").at(p.name)).flatten(), 0, 0, "init " + p.name);
     run_module_case<T>(m, c, plain_forward());
   }
   {
-    nn::SelfAttentionV2<T> m(12, 8, true);
+    tut::SelfAttentionV2<T> m(12, 8, true);
     run_module_case<T>(m, attention_case("self_attention_v2_bias_train"), plain_forward());
   }
   for (const char* name : {"causal_attention_train", "causal_attention_eval"}) {
-    nn::CausalAttention<T> m(12, 8, 6, 0.3);
+    tut::CausalAttention<T> m(12, 8, 6, 0.3);
     run_module_case<T>(m, attention_case(name), plain_forward());
   }
 }
@@ -127,11 +148,11 @@ TEST_CASE_TEMPLATE("MultiHeadAttention: forward, weights and gradients match PyT
                            "mha_fused_fully_padded_1e9_train", "mha_fused_fully_padded_train",
                            "mha_per_head_padding_train", "mha_per_head_eval"}) {
     const auto& c = attention_case(name);
-    auto m = mha_of<T>(c);
-    m.keep_weights();
-    run_module_case<T>(m, c, mha_forward(c));
-    if (c.contains("weights"))
-      check_attn(*m.attention_weights(), c.at("weights"), name + type_tag<T>() + " weights");
+    with_mha_of<T>(c, [&](auto& m) {
+      ef::Tensor<T, 4> weights;
+      run_module_case<T>(m, c, mha_forward<T>(c, &weights));
+      if (c.contains("weights")) check_attn(weights, c.at("weights"), name + type_tag<T>() + " weights");
+    });
   }
 }
 
@@ -141,7 +162,7 @@ TEST_CASE("MultiHeadAttention: manual_seed initialisation equals the seeds' modu
   for (const char* name : {"mha_fused_init", "mha_per_head_init"}) {
     const auto& c = attention_case(name);
     ef::manual_seed(c.at("seed").get<std::uint64_t>());
-    auto m = mha_of<float>(c);
+    with_mha_of<float>(c, [&](auto& m) {
     const auto& params = c.at("params");
     REQUIRE(m.named_parameters().size() == params.size());
     for (auto& p : m.named_parameters()) {
@@ -155,6 +176,7 @@ TEST_CASE("MultiHeadAttention: manual_seed initialisation equals the seeds' modu
     const auto [y, w] = m.forward_with_weights(x);
     check_attn(y, c.at("out"), std::string(name) + " forward");
     check_attn(w, c.at("weights"), std::string(name) + " weights");
+    });
   }
 }
 
@@ -191,7 +213,7 @@ TEST_CASE("attention modules: backward matches central finite differences (doubl
   const auto x = ef::randn<double>({2, 5, 12});
   const auto pad = ef::tensor<bool>({{true, true, true, false, false}, {false, false, false, false, false}});
   {
-    nn::SelfAttentionV1<double> m(12, 6);
+    tut::SelfAttentionV1<double> m(12, 6);
     check_module_gradients(m, x, plain_forward(), "SelfAttentionV1");
     // The book's unbatched (T, d_in) input.
     auto x2 = ef::randn<double>({5, 12});
@@ -206,23 +228,24 @@ TEST_CASE("attention modules: backward matches central finite differences (doubl
       return y;
     };
     check_tensors_close(dx, numerical_gradient(f, x2, probe), 1e-6, 1e-8, "SelfAttentionV1 rank 2 dx");
-    check_tensors_close(m.W_key.grad, numerical_gradient(f, m.W_key.data, probe), 1e-6, 1e-8, "rank 2 dW_key");
+    check_tensors_close(m.W_key.grad(), numerical_gradient(f, m.W_key.data, probe), 1e-6, 1e-8, "rank 2 dW_key");
   }
   {
-    nn::SelfAttentionV2<double> m(12, 6, true);
+    tut::SelfAttentionV2<double> m(12, 6, true);
     check_module_gradients(m, x, plain_forward(), "SelfAttentionV2");
   }
   {
-    nn::CausalAttention<double> m(12, 6, 5, 0.0, true);
+    tut::CausalAttention<double> m(12, 6, 5, 0.0, true);
     check_module_gradients(m, x, plain_forward(), "CausalAttention");
   }
-  for (const auto layout : {nn::QkvLayout::fused, nn::QkvLayout::per_head})
-    for (const double masked : {-inf, -1e9}) {
-      nn::MultiHeadAttention<double> m(12, 3, {.attn_dropout = 0, .out_dropout = 0, .causal = true, .layout = layout,
-                                               .masked_value = masked});
-      auto f = [&pad](auto& mod, const auto& xx) { return mod.forward(xx, pad); };
-      check_module_gradients(m, x, f, layout == nn::QkvLayout::fused ? "MHA fused" : "MHA per_head");
-    }
+  for (const double masked : {-inf, -1e9}) {
+    const nn::MultiHeadAttentionOptions o{.attn_dropout = 0, .out_dropout = 0, .causal = true, .masked_value = masked};
+    auto f = [&pad](auto& mod, const auto& xx) { return mod.forward(xx, pad); };
+    nn::MultiHeadAttention<double> fused(12, 3, o);
+    check_module_gradients(fused, x, f, "MHA fused");
+    tut::MultiHeadAttentionPerHead<double> per_head(12, 3, o);
+    check_module_gradients(per_head, x, f, "MHA per_head");
+  }
 }
 
 // ---- properties ---------------------------------------------------------------------------------------------
@@ -245,7 +268,7 @@ TEST_CASE_TEMPLATE("attention properties: causal zeros, rows sum to 1, padded ke
   const auto dx = m.backward(ef::ones<T>({2, 5, 12}));
   for (const T v : dx.to_vector()) CHECK(std::isfinite(v));
   for (auto& p : m.named_parameters())
-    for (const T v : p.grad.to_vector()) CHECK(std::isfinite(v));
+    for (const T v : p.grad().to_vector()) CHECK(std::isfinite(v));
 
   // The fully padded sequence sees no key: its context is 0 and the output is the projection's bias.
   m.eval();
@@ -274,14 +297,14 @@ TEST_CASE("scaled_dot_product_attention: a mask of any rank broadcasts; cross-at
                       nn::scaled_dot_product_attention(q, k, v).select(0, 0).select(0, 0), 1e-6, 1e-7, "rank 2");
 }
 
-TEST_CASE("MultiHeadAttention: parameter names of both layouts, gradient accumulation, keep_weights") {
+TEST_CASE("MultiHeadAttention: parameter names of both layouts, gradient accumulation, weights on request") {
   nn::MultiHeadAttention<float> fused(12, 3);
   std::vector<std::string> names;
   for (auto& p : fused.named_parameters()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"qkv.weight", "qkv.bias", "out.weight", "out.bias"});
   CHECK(fused.num_parameters() == 36 * 12 + 36 + 12 * 12 + 12);
 
-  nn::MultiHeadAttention<float> per_head(12, 3, {.layout = nn::QkvLayout::per_head});
+  tut::MultiHeadAttentionPerHead<float> per_head(12, 3);
   names.clear();
   for (auto& p : per_head.named_parameters()) names.push_back(p.name);
   REQUIRE(names.size() == 3 * 6 + 2);
@@ -294,6 +317,10 @@ TEST_CASE("MultiHeadAttention: parameter names of both layouts, gradient accumul
   per_head.named_parameters()[8].data.fill_(7.0f);
   CHECK(per_head.qkv.weight.data(16, 0) == 7.0f);
   CHECK(per_head.qkv.weight.data(15, 0) != 7.0f);
+  // ... also after the layer has moved (the per-head views re-bind to the moved projection).
+  auto moved = std::move(per_head);
+  moved.named_parameters()[8].data.fill_(8.0f);
+  CHECK(moved.qkv.weight.data(16, 0) == 8.0f);
 
   ef::manual_seed(24);
   nn::MultiHeadAttention<double> m(12, 3, 0.0);
@@ -301,16 +328,294 @@ TEST_CASE("MultiHeadAttention: parameter names of both layouts, gradient accumul
   const auto g = ef::randn<double>({2, 5, 12});
   m.forward(x);
   m.backward(g);
-  const auto once = m.qkv.weight.grad.clone();
+  const auto once = m.qkv.weight.grad().clone();
   m.forward(x);
   m.backward(g);
-  check_tensors_close(m.qkv.weight.grad, once * 2.0, 1e-12, 1e-12, "accumulated");
-  CHECK_FALSE(m.attention_weights().has_value());
-  m.keep_weights();
-  m.eval();
+  check_tensors_close(m.qkv.weight.grad(), once * 2.0, 1e-12, 1e-12, "accumulated");
+  // A frozen projection gets no gradient; the input gradient is unchanged.
+  m.zero_grad();
   m.forward(x);
-  REQUIRE(m.attention_weights().has_value());
-  CHECK(m.attention_weights()->shape() == ef::Shape<4>{2, 3, 5, 5});
+  const auto dx_all = m.backward(g);
+  m.qkv.requires_grad_(false);
+  const auto before = m.qkv.weight.grad().clone();
+  m.forward(x);
+  check_tensors_close(m.backward(g), dx_all, 0, 0, "frozen qkv: same dx");
+  check_tensors_close(m.qkv.weight.grad(), before, 0, 0, "frozen qkv: gradient untouched");
+  m.eval();
+  const auto [y, w] = m.forward_with_weights(x);
+  CHECK(w.shape() == ef::Shape<4>{2, 3, 5, 5});
+  check_tensors_close(y, m.forward(x), 0, 0, "forward_with_weights = forward");
+}
+
+TEST_CASE("attention modules print as their PyTorch twins (tools/reference/make_attention_fixtures.py, torch 1.13)") {
+  CHECK(nn::MultiHeadAttention<float>(12, 3).repr() ==
+        "MultiHeadSelfAttention(\n"
+        "  (qkv): Linear(in_features=12, out_features=36, bias=True)\n"
+        "  (out): Linear(in_features=12, out_features=12, bias=True)\n"
+        "  (attn_dropout): Dropout(p=0.1, inplace=False)\n"
+        "  (out_dropout): Dropout(p=0.1, inplace=False)\n"
+        ")");
+  const std::string head =
+      "AttentionHead(\n"
+      "      (q): Linear(in_features=6, out_features=3, bias=True)\n"
+      "      (k): Linear(in_features=6, out_features=3, bias=True)\n"
+      "      (v): Linear(in_features=6, out_features=3, bias=True)\n"
+      "    )";
+  CHECK(tut::MultiHeadAttentionPerHead<float>(6, 2).repr() ==
+        "MultiHeadAttentionPerHead(\n"
+        "  (heads): ModuleList(\n"
+        "    (0): " + head + "\n"
+        "    (1): " + head + "\n"
+        "  )\n"
+        "  (output_linear): Linear(in_features=6, out_features=6, bias=True)\n"
+        "  (attn_dropout): Dropout(p=0.1, inplace=False)\n"
+        "  (out_dropout): Dropout(p=0.1, inplace=False)\n"
+        ")");
+  CHECK(tut::SelfAttentionV1<float>(3, 2).repr() == "SelfAttentionV1()");
+  const std::string projections =
+      "  (W_query): Linear(in_features=3, out_features=2, bias=False)\n"
+      "  (W_key): Linear(in_features=3, out_features=2, bias=False)\n"
+      "  (W_value): Linear(in_features=3, out_features=2, bias=False)\n";
+  CHECK(tut::SelfAttentionV2<float>(3, 2).repr() == "SelfAttentionV2(\n" + projections + ")");
+  CHECK(tut::CausalAttention<float>(3, 2, 6, 0.3).repr() ==
+        "CausalAttention(\n" + projections + "  (dropout): Dropout(p=0.3, inplace=False)\n)");
+  // The book's mask buffer is part of CausalAttention's state.
+  tut::CausalAttention<float> ca(3, 2, 4, 0.0);
+  const auto buffers = ca.named_buffers();
+  REQUIRE(buffers.size() == 1);
+  CHECK(buffers[0].name == "mask");
+  CHECK(buffers[0].shape == std::vector<index_t>{4, 4});
+}
+
+// ---- the attention core -------------------------------------------------------------------------------------
+
+namespace {
+
+// A fused projection output (B, T, 3C) split as the core reads it: (B, NH, T, HS) views of q, k and v.
+template <typename T>
+std::array<ef::Tensor<T, 4>, 3> split_heads(const ef::Tensor<T, 3>& qkv, index_t heads) {
+  const index_t b = qkv.shape()[0], t = qkv.shape()[1], c = qkv.shape()[2] / 3;
+  const auto parts = qkv.view(ef::Shape<5>{b, t, 3, heads, c / heads});
+  return {parts.select(2, 0).transpose(1, 2), parts.select(2, 1).transpose(1, 2), parts.select(2, 2).transpose(1, 2)};
+}
+
+// nn.Dropout's scaled mask over `shape`, drawn from the default generator.
+template <typename T, std::size_t R>
+ef::Tensor<T, R> dropout_mask(const ef::Shape<R>& shape, double p) {
+  auto m = ef::Tensor<T, R>::empty(shape);
+  if (p == 0.0) return m.fill_(T(1));
+  ef::bernoulli_(m, 1.0 - p);
+  return m * static_cast<double>(T(1) / static_cast<T>(1.0 - p));
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("fused_attention alone reproduces the MultiHeadAttention fixtures (forward, weights, backward)", T,
+                   float, double) {
+  // The layer written out by hand around the core: projection, core, output projection and dropout.
+  for (const char* name : {"mha_fused_padding_train", "mha_fused_causal_train", "mha_fused_fully_padded_1e9_train",
+                           "mha_fused_fully_padded_train"}) {
+    const auto& c = attention_case(name);
+    const std::string what = name + type_tag<T>() + " core";
+    const auto& cfg = c.at("config");
+    const auto& params = params_case(c).at("params");
+    const auto w_qkv = fx<T, 2>(params.at("qkv.weight")), w_out = fx<T, 2>(params.at("out.weight"));
+    const auto b_qkv = fx<T, 1>(params.at("qkv.bias")), b_out = fx<T, 1>(params.at("out.bias"));
+    const auto x = fx<T, 3>(c.at("inputs").at("x"));
+    const index_t b = x.shape()[0], t = x.shape()[1], dim = x.shape()[2];
+    std::optional<ef::Tensor<bool, 2>> mask;
+    if (c.at("inputs").contains("mask")) mask = fx<bool, 2>(c.at("inputs").at("mask"));
+    const nn::FusedAttentionOptions o{.num_heads = cfg.at("heads").get<index_t>(),
+                                      .causal = cfg.at("causal").get<bool>(),
+                                      .dropout_p = cfg.at("attn_dropout").get<double>(),
+                                      .masked_value = number(cfg.at("masked_value"))};
+    ef::manual_seed(c.at("forward_seed").get<std::uint64_t>());
+    const auto qkv = ef::matmul(x, w_qkv.t()) + b_qkv;  // (B, T, 3C)
+    nn::FusedAttentionContext<T> ctx;
+    const auto merged = nn::fused_attention(qkv, o, {.key_padding_mask = mask ? &*mask : nullptr, .context = &ctx});
+    const auto keep = dropout_mask<T>(ef::Shape<3>{b, t, dim}, cfg.at("out_dropout").get<double>());
+    check_attn((ef::matmul(merged, w_out.t()) + b_out) * keep, c.at("out"), what + " forward");
+
+    const auto d_merged = ef::matmul(fx<T, 3>(c.at("probe")) * keep, w_out);
+    const auto d_qkv = nn::fused_attention_backward(ctx, d_merged);  // (B, T, 3C)
+    check_attn(ef::matmul(d_qkv, w_qkv), c.at("grads").at("x"), what + " dx");
+    const auto d2 = d_qkv.view(ef::Shape<2>{b * t, 3 * dim});
+    check_attn(ef::matmul(d2.t(), x.view(ef::Shape<2>{b * t, dim})), c.at("grads").at("qkv.weight"), what + " dqkv.weight");
+    check_attn(ef::sum(d2, 0), c.at("grads").at("qkv.bias"), what + " dqkv.bias");
+  }
+}
+
+TEST_CASE_TEMPLATE("fused_attention = scaled_dot_product_attention on the split heads, bit for bit", T, float, double) {
+  ef::manual_seed(41);
+  const auto qkv = ef::randn<T>({2, 5, 36});
+  const auto pad = ef::tensor<bool>({{true, true, true, false, false}, {true, true, true, true, true}});
+  for (const double masked : {-inf, -1e9}) {
+    nn::FusedAttentionContext<T> ctx;
+    ef::Tensor<T, 4> w;
+    ef::manual_seed(42);
+    const auto y = nn::fused_attention(qkv, {.num_heads = 3, .causal = true, .dropout_p = 0.2, .masked_value = masked},
+                                       {.key_padding_mask = &pad, .weights = &w, .context = &ctx});
+    const auto [q, k, v] = split_heads(qkv, 3);
+    nn::AttentionContext<T, 4> sctx;
+    ef::Tensor<T, 4> sw;
+    ef::manual_seed(42);
+    const auto h = nn::scaled_dot_product_attention(q, k, v, pad.reshape(ef::Shape<4>{2, 1, 1, 5}),
+                                                    {.dropout_p = 0.2, .is_causal = true, .masked_value = masked},
+                                                    &sctx, &sw);
+    check_tensors_close(y, h.transpose(1, 2).reshape(ef::Shape<3>{2, 5, 12}), 0, 0, "merged heads");
+    check_tensors_close(w, sw, 0, 0, "weights");
+    const auto g = ef::randn<T>({2, 5, 12});
+    const auto d = nn::fused_attention_backward(ctx, g);
+    const auto sg = nn::scaled_dot_product_attention_backward(sctx, g.view(ef::Shape<4>{2, 5, 3, 4}).transpose(1, 2));
+    const auto [dq, dk, dv] = split_heads(d, 3);
+    check_tensors_close(dq, sg.q, 0, 0, "dq");
+    check_tensors_close(dk, sg.k, 0, 0, "dk");
+    check_tensors_close(dv, sg.v, 0, 0, "dv");
+  }
+}
+
+TEST_CASE("fused_attention: backward matches central finite differences (double)") {
+  ef::manual_seed(43);
+  auto qkv = ef::randn<double>({2, 5, 36});
+  const auto pad = ef::tensor<bool>({{true, true, false, true, false}, {false, false, false, false, false}});
+  const auto probe = ef::randn<double>({2, 5, 12});
+  for (const double masked : {-inf, -1e9})
+    for (const double p : {0.0, 0.3})
+      for (const bool causal : {false, true}) {
+        INFO("masked value " << masked << ", dropout " << p << ", causal " << causal);
+        const nn::FusedAttentionOptions o{.num_heads = 3, .causal = causal, .dropout_p = p, .masked_value = masked};
+        auto f = [&] {  // reseeded: every evaluation draws the same dropout mask
+          ef::manual_seed(5);
+          return nn::fused_attention(qkv, o, {.key_padding_mask = &pad});
+        };
+        nn::FusedAttentionContext<double> ctx;
+        ef::manual_seed(5);
+        nn::fused_attention(qkv, o, {.key_padding_mask = &pad, .context = &ctx});
+        check_tensors_close(nn::fused_attention_backward(ctx, probe), numerical_gradient(f, qkv, probe), 1e-6, 1e-8,
+                            "d qkv");
+      }
+}
+
+// Decoding with the cache computes the same rows as the full causal forward, only in pieces. Double agrees to
+// rounding (1e-12); float to 1e-6 relative: the softmax and the weights-values product sum over the Tk keys
+// seen so far instead of all T (the extra terms are exact zeros, but Eigen's vectorised sums group the
+// terms by length, so the last bits may differ).
+TEST_CASE_TEMPLATE("KV cache: prefill, prompt after cached tokens and one-token decode equal the full causal forward", T,
+                   float, double) {
+  const double rtol = std::is_same_v<T, float> ? 1e-6 : 1e-12, atol = std::is_same_v<T, float> ? 1e-7 : 1e-14;
+  ef::manual_seed(44);
+  const index_t b = 2, t = 7, heads = 3, hs = 4, c = heads * hs;
+  const auto qkv = ef::randn<T>({b, t, 3 * c});
+  const auto pad = ef::tensor<bool>({{true, true, true, true, true, true, true}, {false, true, true, false, true, true, true}});
+  for (const bool with_mask : {false, true}) {
+    INFO("key padding mask: " << with_mask);
+    const nn::FusedAttentionOptions o{.num_heads = heads, .causal = true};
+    ef::Tensor<T, 4> full_w;
+    const auto full = nn::fused_attention(qkv, o, {.key_padding_mask = with_mask ? &pad : nullptr, .weights = &full_w});
+    nn::KVCache<T> cache(2, b, heads, 8, hs);  // two layers: only layer 1 is used here
+    auto& layer = cache[1];
+    CHECK(cache.num_layers() == 2);
+    index_t past = 0;
+    for (const index_t tn : {4, 2, 1}) {  // prefill, a prompt of 2 after 4 cached tokens (causal offset), decode
+      const auto mask = pad.narrow(1, 0, past + tn);
+      ef::Tensor<T, 4> w;
+      const auto y = nn::fused_attention(qkv.narrow(1, past, tn).contiguous(), o,
+                                         {.key_padding_mask = with_mask ? &mask : nullptr, .cache = &layer, .weights = &w});
+      CHECK(layer.length() == past + tn);
+      check_tensors_close(y, full.narrow(1, past, tn), rtol, atol, "output rows " + std::to_string(past));
+      check_tensors_close(w, full_w.narrow(2, past, tn).narrow(3, 0, past + tn), rtol, atol, "weights");
+      past += tn;
+    }
+    // The cache holds exactly the keys and values of the first 7 tokens.
+    const auto [q, k, v] = split_heads(qkv, heads);
+    check_tensors_close(layer.keys.narrow(2, 0, t), k, 0, 0, "cached keys");
+    check_tensors_close(layer.values.narrow(2, 0, t), v, 0, 0, "cached values");
+    CHECK(cache.length() == 0);  // layer 0 untouched
+    CHECK_THROWS_WITH_AS(nn::fused_attention(qkv.narrow(1, 0, 2).contiguous(), o, {.cache = &layer}),
+                         "fused_attention: the KV cache holds 7 tokens and 2 new ones would need 9 positions, more "
+                         "than its capacity 8",
+                         std::out_of_range);
+    nn::FusedAttentionContext<T> ctx;
+    CHECK_THROWS_AS(nn::fused_attention(qkv.narrow(1, 0, 1).contiguous(), o, {.cache = &layer, .context = &ctx}),
+                    std::invalid_argument);
+    cache.reset();
+    CHECK(layer.length() == 0);
+  }
+  nn::LayerKVCache<T> wrong(b, 2, 8, 6);
+  CHECK_THROWS_AS(nn::fused_attention(qkv, {.num_heads = heads, .causal = true}, {.cache = &wrong}), ef::shape_error);
+  CHECK_THROWS_AS(nn::KVCache<T>(2, 1, 3, 0, 4), std::invalid_argument);
+}
+
+TEST_CASE("attention: identical bits with 1, 2 and 3 threads (forward, weights, every gradient)") {
+  const int saved_threads = ef::get_num_threads();
+  ef::manual_seed(45);
+  const auto x = ef::randn<float>({3, 9, 24});
+  const auto g = ef::randn<float>({3, 9, 24});
+  const auto pad = ef::rand<float>({3, 9}) < 0.8;
+  nn::MultiHeadAttention<float> m(24, 4, {.attn_dropout = 0.2, .out_dropout = 0.1, .causal = true});
+  std::vector<std::vector<float>> runs;
+  for (const int threads : {1, 2, 3}) {
+    ef::set_num_threads(threads);
+    m.zero_grad();
+    ef::manual_seed(46);
+    const auto [y, w] = m.forward_with_weights(x, pad);
+    std::vector<float> all = y.to_vector();
+    const auto wv = w.to_vector();
+    all.insert(all.end(), wv.begin(), wv.end());
+    const auto dx = m.backward(g).to_vector();
+    all.insert(all.end(), dx.begin(), dx.end());
+    for (auto& p : m.named_parameters()) {
+      const auto gv = p.grad().to_vector();
+      all.insert(all.end(), gv.begin(), gv.end());
+    }
+    runs.push_back(std::move(all));
+  }
+  ef::set_num_threads(saved_threads);
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0] == runs[2]);
+}
+
+TEST_CASE("MultiHeadAttention: an eval or InferenceMode forward writes nothing to the module") {
+  ef::manual_seed(47);
+  const auto x = ef::randn<double>({2, 5, 12});
+  const auto x2 = ef::randn<double>({2, 5, 12});
+  const auto g = ef::randn<double>({2, 5, 12});
+  nn::MultiHeadAttention<double> m(12, 3, 0.0);
+  auto snapshot = [&m] {
+    std::vector<double> all;
+    for (auto& p : m.named_parameters()) {
+      const auto v = p.data.to_vector();
+      all.insert(all.end(), v.begin(), v.end());
+      all.push_back(p.has_grad() ? 1.0 : 0.0);
+    }
+    return all;
+  };
+  // A training forward, then an InferenceMode forward of other data: the saved context is still the first's.
+  m.forward(x);
+  const auto dx_expected = m.backward(g);
+  m.zero_grad();
+  const auto before = snapshot();
+  m.forward(x);
+  {
+    ef::InferenceMode inference;
+    m.forward_with_weights(x2);
+  }
+  CHECK(snapshot() == before);
+  check_tensors_close(m.backward(g), dx_expected, 0, 0, "backward after an inference forward");
+
+  // Eval mode: nothing saved, parameters and gradients untouched, and two threads may share the layer.
+  m.eval();
+  const auto eval_before = snapshot();
+  const auto y = m.forward(x);
+  CHECK(snapshot() == eval_before);
+  CHECK_THROWS_AS(m.backward(g), std::logic_error);
+  ef::Tensor<double, 3> y1, y2;
+  std::thread a([&] { y1 = m.forward(x); });
+  std::thread b([&] { y2 = m.forward(x); });
+  a.join();
+  b.join();
+  check_tensors_close(y1, y, 0, 0, "thread 1");
+  check_tensors_close(y2, y, 0, 0, "thread 2");
 }
 
 // ---- worked examples (../shared/reference/worked-examples.json) ---------------------------------------------
@@ -347,7 +652,7 @@ TEST_CASE("worked examples: sa_step_by_step and self_attention_v1 (manual_seed(1
   const auto inputs = journey_inputs();
   check_example(inputs, ex.at("inputs"), 1e-7, "inputs");
   ef::manual_seed(123);
-  nn::SelfAttentionV1<float> sa(3, 2);  // draws W_query, W_key, W_value = rand(3, 2) in that order
+  tut::SelfAttentionV1<float> sa(3, 2);  // draws W_query, W_key, W_value = rand(3, 2) in that order
   check_example(sa.W_query.data, ex.at("W_query"), 1e-6, "W_query");
   check_example(sa.W_key.data, ex.at("W_key"), 1e-6, "W_key");
   check_example(sa.W_value.data, ex.at("W_value"), 1e-6, "W_value");
@@ -374,7 +679,7 @@ TEST_CASE("worked examples: sa_step_by_step and self_attention_v1 (manual_seed(1
 TEST_CASE("worked example: self_attention_v2 (manual_seed(789), nn.Linear init)") {
   const auto& ex = worked_examples().at("self_attention_v2");
   ef::manual_seed(789);
-  nn::SelfAttentionV2<float> sa(3, 2);
+  tut::SelfAttentionV2<float> sa(3, 2);
   check_example(sa.W_query.weight.data, ex.at("W_query_weight"), 1e-6, "W_query.weight");
   check_example(sa.W_key.weight.data, ex.at("W_key_weight"), 1e-6, "W_key.weight");
   check_example(sa.W_value.weight.data, ex.at("W_value_weight"), 1e-6, "W_value.weight");
@@ -480,26 +785,44 @@ TEST_CASE("attention: bad input") {
                        ef::shape_error);
   CHECK_THROWS_WITH_AS(mha.forward(ef::zeros<float>({2, 5, 12}), ef::ones<bool>({2, 4})),
                        doctest::Contains("key_padding_mask [2, 4] does not match the input [2, 5, 12]"), ef::shape_error);
-  CHECK_THROWS_WITH_AS(mha.backward(ef::zeros<float>({2, 5, 12})), doctest::Contains("nothing cached"), std::logic_error);
+  CHECK_THROWS_WITH_AS(mha.backward(ef::zeros<float>({2, 5, 12})), doctest::Contains("nothing saved"), std::logic_error);
   mha.eval();
-  mha.forward(ef::zeros<float>({2, 5, 12}));  // eval mode caches nothing
+  mha.forward(ef::zeros<float>({2, 5, 12}));  // eval mode saves nothing
   CHECK_THROWS_AS(mha.backward(ef::zeros<float>({2, 5, 12})), std::logic_error);
   mha.train();
   mha.forward(ef::zeros<float>({2, 5, 12}));
   CHECK_THROWS_AS(mha.backward(ef::zeros<float>({2, 4, 12})), ef::shape_error);
 
-  nn::SelfAttentionV1<float> v1(3, 2);
+  tut::SelfAttentionV1<float> v1(3, 2);
   CHECK_THROWS_WITH_AS(v1.forward(ef::zeros<float>({6, 4})),
                        "SelfAttentionV1.forward: input [6, 4] x W_query [3, 2]: last dim of the input must be d_in 3",
                        ef::shape_error);
   CHECK_THROWS_AS(v1.backward(ef::zeros<float>({6, 2})), std::logic_error);
-  nn::SelfAttentionV2<float> v2(3, 2);
+  tut::SelfAttentionV2<float> v2(3, 2);
   CHECK_THROWS_WITH_AS(v2.forward(ef::zeros<float>({6, 4})), doctest::Contains("input [6, 4] x W_query.weight [2, 3]"),
                        ef::shape_error);
   CHECK_THROWS_AS(v2.backward(ef::zeros<float>({6, 2})), std::logic_error);
-  nn::CausalAttention<float> ca(3, 2, 4, 0.1);
+  tut::CausalAttention<float> ca(3, 2, 4, 0.1);
   CHECK_THROWS_WITH_AS(ca.forward(ef::zeros<float>({2, 6, 3})), doctest::Contains("more than context_length 4"),
                        ef::shape_error);
   CHECK_THROWS_AS(ca.backward(ef::zeros<float>({2, 4, 2})), std::logic_error);
-  CHECK_THROWS_AS(nn::SelfAttentionV1<float>(0, 2), std::invalid_argument);
+  CHECK_THROWS_AS(tut::SelfAttentionV1<float>(0, 2), std::invalid_argument);
+
+  const auto qkv = ef::zeros<float>({2, 5, 36});
+  CHECK_THROWS_WITH_AS(nn::fused_attention(qkv, {.num_heads = 5}),
+                       "fused_attention: qkv [2, 5, 36] must end in 3C (query, key and value features) with C "
+                       "divisible by num_heads 5",
+                       ef::shape_error);
+  CHECK_THROWS_AS(nn::fused_attention(qkv, {.num_heads = 0}), std::invalid_argument);
+  const auto short_mask = ef::ones<bool>({2, 4});
+  CHECK_THROWS_WITH_AS(nn::fused_attention(qkv, {.num_heads = 3}, {.key_padding_mask = &short_mask}),
+                       "fused_attention: key_padding_mask [2, 4] does not match the 2 sequences of 5 keys (expected "
+                       "[batch, keys] = [2, 5])",
+                       ef::shape_error);
+  CHECK_THROWS_AS(nn::fused_attention(qkv, {.num_heads = 3, .dropout_p = -0.1}), std::invalid_argument);
+  nn::FusedAttentionContext<float> ctx;
+  nn::fused_attention(qkv, {.num_heads = 3}, {.context = &ctx});
+  CHECK_THROWS_WITH_AS(nn::fused_attention_backward(ctx, ef::zeros<float>({2, 5, 36})),
+                       "fused_attention_backward: grad_output [2, 5, 36] does not match the forward output [2, 5, 12]",
+                       ef::shape_error);
 }

@@ -64,9 +64,10 @@ void check_attn_param_grads(ef::nn::Module<T>& m, const json& c) {
   const auto& grads = c.at("grads");
   for (auto& p : m.named_parameters()) {
     REQUIRE_MESSAGE(grads.contains(p.name), p.name);
-    json flat = grads.at(p.name);  // compared flat: p.grad is the parameter's rank-1 view
-    flat["shape"] = std::vector<index_t>{p.grad.numel()};
-    check_attn(p.grad, flat, case_name(c) + type_tag<T>() + " d" + p.name);
+    json flat = grads.at(p.name);  // compared flat: p.grad() is the parameter's rank-1 view
+    flat["shape"] = std::vector<index_t>{p.data.numel()};
+    REQUIRE_MESSAGE(p.has_grad(), p.name);
+    check_attn(p.grad(), flat, case_name(c) + type_tag<T>() + " d" + p.name);
   }
 }
 
@@ -109,7 +110,7 @@ void check_module_gradients(M& m, ef::Tensor<double, 3> x, Forward&& forward, co
   };
   check_tensors_close(dx, numerical_gradient(f, x, probe), 1e-6, 1e-8, what + " dx");
   for (auto& p : m.named_parameters())
-    check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-8, what + " d" + p.name);
+    check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-8, what + " d" + p.name);
 }
 
 }  // namespace eftest
