@@ -15,14 +15,18 @@
 // weights, attention output, feed-forward hidden, feed-forward output.
 //
 // Parameter names and initialisation order are the seed's (registration order attn, ff, norm1, norm2):
-//   attn.qkv.weight, attn.qkv.bias, attn.out.weight, attn.out.bias      (per_head layout: see MultiHeadAttention)
+//   attn.qkv.weight, attn.qkv.bias, attn.out.weight, attn.out.bias
 //   ff.net.0.weight, ff.net.0.bias, ff.net.3.weight, ff.net.3.bias
 //   norm1.weight, norm1.bias, norm2.weight, norm2.bias
+//
+// The attention weights come back from forward_with_weights; like every module the block stores nothing
+// in eval mode, and in training mode only what backward needs (each sublayer its own part).
 #pragma once
 
+#include <cstdint>
 #include <limits>
-#include <optional>
 #include <string>
+#include <utility>
 
 #include "eigenformer/nn/feedforward.hpp"
 #include "eigenformer/nn/layernorm.hpp"
@@ -39,7 +43,6 @@ struct TransformerBlockOptions {
   double layer_norm_eps = 1e-5;  // nn.LayerNorm's default; BERT checkpoints use 1e-12
   std::string activation = "gelu";  // Hugging Face hidden_act name, see FeedForward
   bool causal = false;           // decoder-style (GPT) blocks
-  QkvLayout layout = QkvLayout::fused;
   double masked_value = -std::numeric_limits<double>::infinity();  // or the seed's -1e9
 };
 
@@ -67,24 +70,40 @@ class TransformerBlock : public Module<T> {
   NormPosition norm_position() const noexcept { return norm_; }
   index_t dim() const noexcept { return attn.dim(); }
 
-  // (B, T, C) -> (B, T, C)
-  Tensor<T, 3> forward(const Tensor<T, 3>& x) { return run(x, nullptr); }
-  // With a (B, T) key padding mask, true (or nonzero) = real token; see MultiHeadAttention.
-  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>& key_padding_mask) {
-    return run(x, &key_padding_mask);
+  std::string type_name() const override { return "TransformerBlock"; }
+  void register_members(Members<T>& m) override {
+    m.child("attn", attn);
+    m.child("ff", ff);
+    m.child("norm1", norm1);
+    m.child("norm2", norm2);
   }
-  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<std::int64_t, 2>& key_padding_mask) {
-    auto m = Tensor<bool, 2>::empty(key_padding_mask.shape());
-    bool* o = m.data();
-    key_padding_mask.for_each_value([&](const std::int64_t& v) { *o++ = v != 0; });
-    return run(x, &m);
+
+  // (B, T, C) -> (B, T, C)
+  Tensor<T, 3> forward(const Tensor<T, 3>& x) const { return run(x, nullptr, nullptr); }
+  // With a (B, T) key padding mask, true (or nonzero) = real token; see MultiHeadAttention.
+  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>& key_padding_mask) const {
+    return run(x, &key_padding_mask, nullptr);
+  }
+  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<std::int64_t, 2>& key_padding_mask) const {
+    const auto m = detail::nonzero_mask(key_padding_mask);
+    return run(x, &m, nullptr);
+  }
+  // The output and the attention weights (B, NH, T, T) before dropout.
+  std::pair<Tensor<T, 3>, Tensor<T, 4>> forward_with_weights(const Tensor<T, 3>& x) const {
+    Tensor<T, 4> w;
+    auto y = run(x, nullptr, &w);
+    return {std::move(y), std::move(w)};
+  }
+  std::pair<Tensor<T, 3>, Tensor<T, 4>> forward_with_weights(const Tensor<T, 3>& x,
+                                                             const Tensor<bool, 2>& key_padding_mask) const {
+    Tensor<T, 4> w;
+    auto y = run(x, &key_padding_mask, &w);
+    return {std::move(y), std::move(w)};
   }
 
   // The residual connections pass the gradient straight through; each sublayer adds its own part.
   Tensor<T, 3> backward(const Tensor<T, 3>& grad_output) {
-    if (!cached_shape_) Module<T>::throw_no_cache("TransformerBlock");
-    const Shape<3> shape = *cached_shape_;
-    cached_shape_.reset();
+    const Shape<3> shape = this->template take_saved<Context>("TransformerBlock").shape;
     detail::check_grad_shape("TransformerBlock.backward", grad_output.shape(), shape);
     if (norm_ == NormPosition::pre) {
       const auto dh = grad_output + norm2.backward(ff.backward(grad_output));  // y = h + ff(norm2(h))
@@ -96,22 +115,13 @@ class TransformerBlock : public Module<T> {
     return dz1 + attn.backward(dz1);
   }
 
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    attn.collect_parameters(prefix + "attn.", out);
-    ff.collect_parameters(prefix + "ff.", out);
-    norm1.collect_parameters(prefix + "norm1.", out);
-    norm2.collect_parameters(prefix + "norm2.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    attn.train(mode);
-    ff.train(mode);
-    norm1.train(mode);
-    norm2.train(mode);
-  }
-
  private:
+  // The sublayers save their own contexts; the block keeps the shape, so that its backward checks the
+  // gradient before any sublayer consumes its context.
+  struct Context {
+    Shape<3> shape;
+  };
+
   static TransformerBlockOptions with_dropout(double p) {
     TransformerBlockOptions o;
     o.dropout = p;
@@ -121,34 +131,36 @@ class TransformerBlock : public Module<T> {
     MultiHeadAttentionOptions a;
     a.attn_dropout = a.out_dropout = o.dropout;
     a.causal = o.causal;
-    a.layout = o.layout;
     a.masked_value = o.masked_value;
     return a;
   }
 
-  Tensor<T, 3> attend(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask) {
+  Tensor<T, 3> attend(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask, Tensor<T, 4>* weights) const {
+    if (weights) {
+      auto [y, w] = mask ? attn.forward_with_weights(x, *mask) : attn.forward_with_weights(x);
+      *weights = std::move(w);
+      return y;
+    }
     return mask ? attn.forward(x, *mask) : attn.forward(x);
   }
 
-  Tensor<T, 3> run(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask) {
+  Tensor<T, 3> run(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask, Tensor<T, 4>* weights) const {
     if (x.shape()[2] != dim())
       throw shape_error("TransformerBlock.forward: input " + shape_string(x.shape()) + " x norm1.weight [" +
                         std::to_string(dim()) + "]: last dim of the input must be dim " + std::to_string(dim()));
-    cached_shape_.reset();
     Tensor<T, 3> y;
     if (norm_ == NormPosition::pre) {
-      const auto h = x + attend(norm1.forward(x), mask);
+      const auto h = x + attend(norm1.forward(x), mask, weights);
       y = h + ff.forward(norm2.forward(h));
     } else {
-      const auto h = norm1.forward(x + attend(x, mask));
+      const auto h = norm1.forward(x + attend(x, mask, weights));
       y = norm2.forward(h + ff.forward(h));
     }
-    if (this->is_training()) cached_shape_ = x.shape();
+    if (this->records_for_backward()) this->save_for_backward(Context{x.shape()});
     return y;
   }
 
   NormPosition norm_;
-  std::optional<Shape<3>> cached_shape_;  // training mode only: the sublayers hold the rest
 };
 
 }  // namespace eigenformer::nn
