@@ -12,7 +12,8 @@
 //
 // Build and run: cmake --preset release && cmake --build --preset release --target attention
 //                build/release/examples/attention
-#include <eigenformer/eigenformer.hpp>
+#include <eigenformer/nn/attention.hpp>
+#include <eigenformer/nn/dropout.hpp>
 #include <eigenformer/nn/multi_head_attention.hpp>
 #include <eigenformer/nn/self_attention.hpp>
 #include <eigenformer/nn/transformer_block.hpp>
@@ -171,11 +172,11 @@ void modules() {
   std::cout << "out.shape: " << size(out) << ", weights.shape: " << size(weights) << "\n";
   std::cout << "head 0 weights of the padded sequence (padding gets 0):\n" << weights.select(0, 1).select(0, 0) << "\n";
 
-  // Training: forward caches what backward needs; backward accumulates the parameters' gradients.
+  // Training: forward saves what backward needs; backward accumulates the parameters' gradients.
   attn.train();
   attn.forward(x, mask);
   const auto dx = attn.backward(ef::ones<float>({B, T, C}));
-  std::cout << "dx.shape: " << size(dx) << ", |d qkv.weight| sum: " << ef::sum(ef::abs(attn.qkv.weight.grad)) << "\n";
+  std::cout << "dx.shape: " << size(dx) << ", |d qkv.weight| sum: " << ef::sum(ef::abs(attn.qkv.weight.grad())) << "\n";
 
   nn::TransformerBlock<float> block(C, 3, 4 * C, 0.1);  // pre-LN: x + attn(norm1(x)), then + ff(norm2(x))
   block.eval();
@@ -194,18 +195,18 @@ void llms_from_scratch() {
   const ef::index_t d_in = 3, d_out = 2;
 
   ef::manual_seed(123);
-  nn::SelfAttentionV1<float> sa_v1(d_in, d_out);  // W = rand(d_in, d_out) x 3
+  nn::tutorial::SelfAttentionV1<float> sa_v1(d_in, d_out);  // W = rand(d_in, d_out) x 3
   std::cout << sa_v1.forward(inputs) << "\n";
 
   ef::manual_seed(789);
-  nn::SelfAttentionV2<float> sa_v2(d_in, d_out);  // nn.Linear(d_in, d_out, bias=False) x 3
+  nn::tutorial::SelfAttentionV2<float> sa_v2(d_in, d_out);  // nn.Linear(d_in, d_out, bias=False) x 3
   std::cout << sa_v2.forward(inputs) << "\n";
 
   const auto batch = ef::stack(std::vector<ef::Tensor<float, 2>>{inputs, inputs});  // (2, 6, 3)
   std::cout << size(batch) << "\n";
   ef::manual_seed(123);
   const ef::index_t context_length = batch.size(1);
-  nn::CausalAttention<float> ca(d_in, d_out, context_length, 0.0);
+  nn::tutorial::CausalAttention<float> ca(d_in, d_out, context_length, 0.0);
   const auto context_vecs = ca.forward(batch);
   std::cout << "context_vecs.shape: " << size(context_vecs) << "\n" << context_vecs << "\n";
 }

@@ -7,7 +7,8 @@
 //   3. The causal mask (BERT from scratch, listings 1.9-1.12): tril, masked_fill with -inf, softmax.
 //
 // Run it with `cmake --workflow --preset demo`.
-#include <eigenformer/eigenformer.hpp>
+#include <eigenformer/random.hpp>
+#include <eigenformer/tensor.hpp>
 
 #include <cmath>
 #include <iostream>
