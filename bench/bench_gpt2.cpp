@@ -3,10 +3,57 @@
 // on their values, and no checkpoint is needed.
 //   BM_gpt2_forward/128   one 128-token sequence through the whole model (logits for every position)
 //   BM_gpt2_decode_step   one new token with a KV cache already holding 128 tokens
+//
+// Counters: `allocs` is the number of global operator new calls per iteration (this binary replaces the
+// global operator new to count them), measured after warm-up. The goal for a decode step is 0: a server
+// decoding many streams should not go through the allocator per token. Tensor storage comes from operator
+// new (one call for the buffer, one for its shared control block); Eigen's own GEMM blocking buffers come
+// from malloc and are not counted.
+//
+// Threads: the library's pool size comes from EIGENFORMER_NUM_THREADS (bench/compare.py sets
+// OMP_NUM_THREADS for PyTorch; pass EIGENFORMER_NUM_THREADS=N along for the same count here).
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdint>
-#include <eigenformer/eigenformer.hpp>
+#include <cstdlib>
+#include <eigenformer/models/gpt2.hpp>
+#include <new>
+
+namespace {
+std::atomic<std::int64_t> g_allocations{0};
+
+void* counted_alloc(std::size_t n, std::size_t align) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+// Every form of the global operator new, counted; the matching deletes free with std::free (aligned_alloc
+// memory is freed by free too).
+void* operator new(std::size_t n) { return counted_alloc(n, 0); }
+void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace ef = eigenformer;
 
@@ -31,22 +78,35 @@ ef::Tensor<std::int64_t, 2> token_ids(ef::index_t t) {
 void BM_gpt2_forward(benchmark::State& state) {
   auto& model = gpt2_small();
   const auto ids = token_ids(state.range(0));
+  benchmark::DoNotOptimize(model.forward(ids).data());  // warm-up
+  const auto before = g_allocations.load();
   for (auto _ : state) benchmark::DoNotOptimize(model.forward(ids).data());
+  state.counters["allocs"] = benchmark::Counter(static_cast<double>(g_allocations.load() - before),
+                                                benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_gpt2_forward)->Arg(128)->Unit(benchmark::kMillisecond);
 
 void BM_gpt2_decode_step(benchmark::State& state) {
   auto& model = gpt2_small();
-  ef::models::KVCache<float> cache(model.config(), 1, 129);
-  model.forward(token_ids(128), cache);
+  auto cache = model.make_cache(1, 129);
+  const auto prompt = token_ids(128);
   const auto next = token_ids(1);
-  for (auto _ : state) {
+  for (int warm = 0; warm < 2; ++warm) {
+    cache.reset();
+    model.forward(prompt, cache);
     benchmark::DoNotOptimize(model.forward(next, cache).data());
+  }
+  std::int64_t counted = 0;
+  for (auto _ : state) {
     state.PauseTiming();
     cache.reset();  // back to 128 cached tokens: rerun the prompt untimed
-    model.forward(token_ids(128), cache);
+    model.forward(prompt, cache, ef::models::LogitsFor::last);
     state.ResumeTiming();
+    const auto before = g_allocations.load(std::memory_order_relaxed);
+    benchmark::DoNotOptimize(model.forward(next, cache).data());
+    counted += g_allocations.load(std::memory_order_relaxed) - before;
   }
+  state.counters["allocs"] = benchmark::Counter(static_cast<double>(counted), benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_gpt2_decode_step)->Unit(benchmark::kMillisecond);
 

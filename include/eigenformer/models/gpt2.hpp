@@ -46,6 +46,7 @@
 // the model. GPT2LMHeadModel satisfies models::CausalLM (generation.hpp), which is all generate() needs.
 #pragma once
 
+#include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -177,11 +178,13 @@ class GPT2Attention : public nn::Module<T> {
 
   // (B, T, C) -> (B, T, C), every token attending to itself and the tokens before it.
   Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
-    const bool record = this->records_for_backward();
-    nn::FusedAttentionContext<T> ctx;
+    // The context only when recording: a default-constructed one allocates its tensors, which an
+    // inference forward has no use for.
+    std::optional<nn::FusedAttentionContext<T>> ctx;
+    if (this->records_for_backward()) ctx.emplace();
     const auto merged = nn::fused_attention(c_attn.forward(x), options(this->is_training() ? attn_dropout.p() : 0.0),
-                                            {.context = record ? &ctx : nullptr});  // (B, T, C)
-    if (record) this->save_for_backward(std::move(ctx));
+                                            {.context = ctx ? &*ctx : nullptr});  // (B, T, C)
+    if (ctx) this->save_for_backward(std::move(*ctx));
     return resid_dropout.forward(c_proj.forward(merged));
   }
 
@@ -234,12 +237,42 @@ class GPT2MLP : public nn::Module<T> {
   Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
     return dropout.forward(c_proj.forward(act.forward(c_fc.forward(x))));
   }
-  // Inference: the same without the dropout.
-  Tensor<T, 3> forward_inference(const Tensor<T, 3>& x) const { return c_proj.forward(act.forward(c_fc.forward(x))); }
+  // Inference: the same without the dropout, c_fc and the activation as one gemm (the activation applied in
+  // its epilogue: one pass over the 4C-wide hidden layer and no tensor for the pre-activation).
+  Tensor<T, 3> forward_inference(const Tensor<T, 3>& x) const {
+    const index_t b = x.shape()[0], t = x.shape()[1];
+    if (x.shape()[2] != c_fc.in_features()) return c_proj.forward(act.forward(c_fc.forward(x)));  // its error
+    const auto hidden = backend::gemm(x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data,
+                                      backend::Epilogue<T>{&c_fc.bias.data, fused_activation(act.kind())});
+    return c_proj.forward(hidden.view(Shape<3>{b, t, c_fc.out_features()}));
+  }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
     return c_fc.backward(act.backward(c_proj.backward(dropout.backward(g))));
   }
+
+ private:
+  static backend::Activation fused_activation(nn::ActivationKind k) {
+    switch (k) {
+      case nn::ActivationKind::relu: return backend::Activation::relu;
+      case nn::ActivationKind::gelu: return backend::Activation::gelu_erf;
+      case nn::ActivationKind::gelu_tanh: return backend::Activation::gelu_tanh;
+    }
+    return backend::Activation::none;
+  }
 };
+
+namespace detail {
+// sum += x element-wise, in place. Used for the residual connections: the sublayer's output is a fresh
+// tensor that nothing saved for backward (the layers save their inputs), so it can take the sum and the
+// block allocates nothing for it.
+template <floating_element T>
+Tensor<T, 3>& add_into(Tensor<T, 3>& sum, const Tensor<T, 3>& x) {
+  if (!sum.is_contiguous() || !x.is_contiguous()) return sum = sum + x;
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  Eigen::Map<Arr>(sum.data(), sum.numel()) += Eigen::Map<const Arr>(x.data(), x.numel());
+  return sum;
+}
+}  // namespace detail
 
 // One pre-LN block (Hugging Face's GPT2Block): h = x + attn(ln_1(x)); y = h + mlp(ln_2(h)).
 template <floating_element T>
@@ -265,12 +298,16 @@ class GPT2Block : public nn::Module<T> {
   }
 
   Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
-    const auto h = x + attn.forward(ln_1.forward(x));
-    return h + mlp.forward(ln_2.forward(h));
+    auto h = attn.forward(ln_1.forward(x));
+    detail::add_into(h, x);
+    auto y = mlp.forward(ln_2.forward(h));
+    return detail::add_into(y, h);
   }
   Tensor<T, 3> forward_cached(const Tensor<T, 3>& x, nn::LayerKVCache<T>& cache) const {
-    const auto h = x + attn.forward_cached(ln_1.forward(x), cache);
-    return h + mlp.forward_inference(ln_2.forward(h));
+    auto h = attn.forward_cached(ln_1.forward(x), cache);
+    detail::add_into(h, x);
+    auto y = mlp.forward_inference(ln_2.forward(h));
+    return detail::add_into(y, h);
   }
   // The residual connections pass the gradient straight through; each sublayer adds its own part.
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
@@ -332,7 +369,13 @@ class GPT2Model : public nn::Module<T> {
   // to its layer's cache; returns their hidden states before ln_f (B, Tn, C).
   Tensor<T, 3> forward_cached(const Tensor<std::int64_t, 2>& input_ids, KVCache<T>& cache) const {
     const index_t past = cache.length();
-    auto x = embed(input_ids, past);
+    // wte's rows, then wpe's added in place: no position ids and no second lookup tensor (nothing is
+    // recorded here, so wpe's lookup context is not needed).
+    auto x = wte.forward(input_ids);  // (B, Tn, C)
+    const index_t b = x.shape()[0], tn = x.shape()[1], dim = x.shape()[2];
+    using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+    for (index_t i = 0; i < b; ++i)
+      Eigen::Map<Arr>(x.data() + i * tn * dim, tn * dim) += Eigen::Map<const Arr>(wpe.weight.data.data() + past * dim, tn * dim);
     for (std::size_t i = 0; i < h.size(); ++i) x = h[i].forward_cached(x, cache[i]);
     return x;
   }
