@@ -20,6 +20,14 @@ inline std::vector<std::string> train_cases_of_kind(const std::string& kind) {
   return names;
 }
 
+// A free-standing parameter appended to `list` under `name`, as Module::named_parameters() would list it
+// (flat view of the data, sharing the gradient state).
+template <typename T, std::size_t R>
+void add_named(ef::nn::ParameterList<T>& list, const std::string& name, ef::nn::Parameter<T, R>& p) {
+  list.push_back(ef::nn::NamedParameter<T>{name, std::vector<index_t>(p.shape().begin(), p.shape().end()),
+                                           p.data.view(ef::Shape<1>{p.numel()}), p.state(), 0});
+}
+
 // An int64 fixture tensor with its recorded rank.
 template <std::size_t R>
 ef::Tensor<std::int64_t, R> fx_ids(const json& t) {

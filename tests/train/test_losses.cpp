@@ -42,7 +42,7 @@ TEST_CASE("MSELoss: bad input") {
   nn::MSELoss<float> loss;
   CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({2, 3}), ef::zeros<float>({3, 2})),
                        "MSELoss.forward: input [2, 3] and target [3, 2] differ in shape", ef::shape_error);
-  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("MSELoss.backward: nothing cached"), std::logic_error);
+  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("MSELoss.backward: nothing saved"), std::logic_error);
   loss.forward(ef::zeros<float>({2, 3, 1}), ef::ones<float>({2, 3, 1}));
   CHECK_THROWS_WITH_AS(loss.backward(), "MSELoss.backward<2>: the forward input [2, 3, 1] has rank 3", ef::shape_error);
   CHECK(loss.forward(ef::zeros<float>({2, 3}), ef::ones<float>({2, 3})).item() == 1.f);
@@ -148,7 +148,7 @@ TEST_CASE("CrossEntropyLoss: bad input") {
   CHECK_THROWS_AS(loss.forward(ef::zeros<float>({3, 3}), ids({0, -1, 1})), std::out_of_range);
   CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({2, 0}), ids({0, 0})),
                        "CrossEntropyLoss.forward: logits [2, 0] have no classes", ef::shape_error);
-  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("CrossEntropyLoss.backward: nothing cached"),
+  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("CrossEntropyLoss.backward: nothing saved"),
                        std::logic_error);
   loss.forward(ef::zeros<float>({1, 2, 3}), ids({0, 1}).view(ef::Shape<2>{1, 2}));
   CHECK_THROWS_WITH_AS(loss.backward(), "CrossEntropyLoss.backward<2>: the forward logits [1, 2, 3] have rank 3",

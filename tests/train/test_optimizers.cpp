@@ -28,8 +28,8 @@ Params<T> params_of(const json& c) {
   Params<T> p;
   p.matrices.emplace_back(to_tensor<T, 2>(c.at("params").at("weight")));
   p.vectors.emplace_back(to_tensor<T, 1>(c.at("params").at("bias")));
-  nn::add_parameter(p.list, "", "weight", p.matrices[0]);
-  nn::add_parameter(p.list, "", "bias", p.vectors[0]);
+  add_named(p.list, "weight", p.matrices[0]);
+  add_named(p.list, "bias", p.vectors[0]);
   return p;
 }
 
@@ -37,8 +37,9 @@ template <typename T>
 void set_grads(nn::ParameterList<T>& list, const json& grads) {
   for (auto& p : list) {
     const auto values = values_of(grads.at(p.name));
-    REQUIRE(static_cast<index_t>(values.size()) == p.grad.numel());
-    for (std::size_t i = 0; i < values.size(); ++i) p.grad(static_cast<index_t>(i)) = static_cast<T>(values[i]);
+    auto g = p.grad_buffer();
+    REQUIRE(static_cast<index_t>(values.size()) == g.numel());
+    for (std::size_t i = 0; i < values.size(); ++i) g(static_cast<index_t>(i)) = static_cast<T>(values[i]);
   }
 }
 
@@ -117,10 +118,11 @@ TEST_CASE("AdamW: nanoGPT-style groups decay matrices only; set_lr; the step rea
     nn::Parameter<double, 2> w(ef::full<double>(ef::Shape<2>{2, 2}, 1.0));
     nn::Parameter<double, 1> b(ef::full<double>(ef::Shape<1>{2}, 1.0));
     nn::ParameterList<double> list;
-    nn::add_parameter(list, "", "weight", w);
-    nn::add_parameter(list, "", "bias", b);
+    add_named(list, "weight", w);
+    add_named(list, "bias", b);
     train::AdamWOptions o{.lr = 0.1, .weight_decay = 0.5};
     auto opt = split ? train::AdamW<double>(list, o, train::decays_by_default<double>) : train::AdamW<double>(list, o);
+    for (auto& q : list) q.grad_buffer();  // as after a backward that contributed zeros
     opt.step();  // zero gradients: Adam's update is 0 / (0 + eps) = 0, only the decay moves anything
     return std::pair{w.data(0, 0), b.data(0)};
   };
@@ -133,11 +135,11 @@ TEST_CASE("AdamW: nanoGPT-style groups decay matrices only; set_lr; the step rea
 
   nn::Parameter<float, 1> p(ef::full<float>(ef::Shape<1>{1}, 0.f));
   nn::ParameterList<float> list;
-  nn::add_parameter(list, "", "p", p);
+  add_named(list, "p", p);
   train::AdamW<float> opt(list, {.lr = 0.25, .weight_decay = 0});
   REQUIRE(opt.groups().size() == 1);
   opt.set_lr(0.5);
-  list[0].grad(0) = 3.f;
+  list[0].grad_buffer()(0) = 3.f;
   opt.step();  // the first Adam step is lr * sign(g) (up to eps): m_hat = g, sqrt(v_hat) = |g|
   CHECK(p.data(0) == doctest::Approx(-0.5).epsilon(1e-6));
 }
@@ -149,17 +151,17 @@ TEST_CASE("clip_grad_norm: total norm and clipped gradients match torch.nn.utils
     Params<float> p;
     p.matrices.emplace_back(ef::zeros<float>({3, 4}));
     p.vectors.emplace_back(ef::zeros<float>({4}));
-    nn::add_parameter(p.list, "", "weight", p.matrices[0]);
-    nn::add_parameter(p.list, "", "bias", p.vectors[0]);
+    add_named(p.list, "weight", p.matrices[0]);
+    add_named(p.list, "bias", p.vectors[0]);
     set_grads(p.list, c.at("grads"));
     const float total = train::clip_grad_norm(p.list, c.at("config").at("max_norm").get<double>());
     // The sum of 16 squares: eigenformer accumulates in double and rounds once, torch accumulates per
     // tensor in float, so the norm (and through it the coefficient) may differ by a float ulp or two.
     check_fixture(ef::Tensor<float, 0>(total), c.at("total_norm"), 3e-7, 0, name + " total norm");
     for (auto& q : p.list) {
-      json flat = c.at("clipped").at(q.name);  // compared flat: q.grad is the parameter's rank-1 view
-      flat["shape"] = std::vector<index_t>{q.grad.numel()};
-      check_fixture(q.grad, flat, 5e-7, 0, name + " clipped " + q.name);
+      json flat = c.at("clipped").at(q.name);  // compared flat: q.grad() is the parameter's rank-1 view
+      flat["shape"] = std::vector<index_t>{q.grad().numel()};
+      check_fixture(q.grad(), flat, 5e-7, 0, name + " clipped " + q.name);
     }
   }
 }
@@ -167,16 +169,55 @@ TEST_CASE("clip_grad_norm: total norm and clipped gradients match torch.nn.utils
 TEST_CASE("clip_grad_norm: no clipping below max_norm, zero gradients stay zero") {
   nn::Parameter<double, 1> a(ef::zeros<double>({2}));
   nn::ParameterList<double> list;
-  nn::add_parameter(list, "", "a", a);
-  a.grad(0) = 3;
-  a.grad(1) = 4;
+  add_named(list, "a", a);
+  a.grad_buffer()(0) = 3;
+  a.grad_buffer()(1) = 4;
   CHECK(train::clip_grad_norm(list, 10.0) == 5.0);
-  CHECK(a.grad(0) == 3.0);
+  CHECK(a.grad()(0) == 3.0);
   CHECK(train::clip_grad_norm(list, 1.0) == 5.0);
-  CHECK(a.grad(1) == doctest::Approx(0.8));
-  a.grad.zero_();
+  CHECK(a.grad()(1) == doctest::Approx(0.8));
+  a.zero_grad();
   CHECK(train::clip_grad_norm(list, 1.0) == 0.0);
-  CHECK(a.grad(0) == 0.0);
+  CHECK(a.grad()(0) == 0.0);
+}
+
+// torch.optim skips every p whose p.grad is None: no decay, no moments, and its step count (AdamW's bias
+// corrections) starts at its own first gradient. A frozen parameter is skipped even if it holds a gradient.
+TEST_CASE("optimizers: parameters without a gradient, or frozen, are left alone; state starts lazily") {
+  for (const bool adamw : {true, false}) {
+    INFO((adamw ? "AdamW" : "SGD"));
+    nn::Parameter<double, 1> a(ef::full<double>(ef::Shape<1>{2}, 1.0)), b(ef::full<double>(ef::Shape<1>{2}, 1.0)),
+        c(ef::full<double>(ef::Shape<1>{2}, 1.0));
+    nn::ParameterList<double> list;
+    add_named(list, "a", a);
+    add_named(list, "b", b);
+    add_named(list, "c", c);
+    train::AdamW<double> adam(list, {.lr = 0.1, .weight_decay = 0.5});
+    train::SGD<double> sgd(list, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.5});
+    auto step = [&] { adamw ? adam.step() : sgd.step(); };
+    c.grad_buffer().fill_(1.0);
+    c.requires_grad_(false);
+    step();  // nothing has a usable gradient
+    CHECK_FALSE(a.has_grad());
+    CHECK(ef::sum(a.data).item() == 2.0);
+    CHECK(ef::sum(c.data).item() == 2.0);
+    adamw ? adam.zero_grad() : sgd.zero_grad();
+    CHECK_FALSE(a.has_grad());  // zero_grad allocates nothing
+    CHECK(c.grad()(0) == 0.0);
+    a.grad_buffer().fill_(1.0);
+    step();  // a's first step, b still without a gradient
+    CHECK(ef::sum(b.data).item() == 2.0);
+    CHECK(ef::sum(c.data).item() == 2.0);
+    // a fresh optimizer taking one step on a is a's first step too: the same update, bit for bit
+    nn::Parameter<double, 1> fresh(ef::full<double>(ef::Shape<1>{2}, 1.0));
+    nn::ParameterList<double> one;
+    add_named(one, "fresh", fresh);
+    fresh.grad_buffer().fill_(1.0);
+    if (adamw) train::AdamW<double>(one, {.lr = 0.1, .weight_decay = 0.5}).step();
+    else train::SGD<double>(one, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.5}).step();
+    CHECK(a.data(0) == fresh.data(0));
+    CHECK(a.data(0) != 1.0);
+  }
 }
 
 // The Python formulas (Hugging Face's lambdas, nanoGPT's get_lr) in double: the same operations in the same
@@ -222,7 +263,7 @@ TEST_CASE("schedules: shape") {
 TEST_CASE("optimizers and schedules: bad input") {
   nn::Parameter<float, 1> p(ef::zeros<float>({3}));
   nn::ParameterList<float> list;
-  nn::add_parameter(list, "", "p", p);
+  add_named(list, "p", p);
   CHECK(error_of([&] { train::AdamW<float>(list, {.lr = -1}); }) == "AdamW: lr must be >= 0, got -1.000000");
   CHECK(error_of([&] { train::AdamW<float>(list, {.beta1 = 1.0}); }) == "AdamW: beta1 must be in [0, 1), got 1.000000");
   CHECK(error_of([&] { train::AdamW<float>(list, {.beta2 = -0.1}); }) == "AdamW: beta2 must be in [0, 1), got -0.100000");
@@ -231,8 +272,9 @@ TEST_CASE("optimizers and schedules: bad input") {
   CHECK(error_of([&] { train::SGD<float>(list, {.momentum = 0, .nesterov = true}); }) ==
         "SGD: nesterov needs momentum > 0 and dampening 0");
   auto bad = list;
-  bad[0].grad = ef::zeros<float>({2});
-  CHECK(error_of([&] { train::AdamW<float>{bad}; }) == "AdamW: parameter p has 3 elements but its gradient has 2");
+  bad[0].state = nullptr;
+  CHECK(error_of([&] { train::AdamW<float>{bad}; }) ==
+        "AdamW: parameter p has no gradient state (build the list with Module::named_parameters())");
   CHECK(error_of([&] { train::clip_grad_norm(list, -1.0); }) == "clip_grad_norm: max_norm must be >= 0, got -1.000000");
   CHECK(error_of([] { train::cosine_with_warmup(-1, 10, 100); }) == "cosine_with_warmup: step must be >= 0, got -1");
   CHECK(error_of([] { train::linear_with_warmup(1, -2, 100); }) == "linear_with_warmup: warmup must be >= 0, got -2");

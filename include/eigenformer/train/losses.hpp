@@ -1,4 +1,5 @@
-// Loss functions with their backward passes (torch.nn's losses, so they live in eigenformer::nn).
+// Loss functions with their backward passes. They are torch.nn's classes, so they keep the eigenformer::nn
+// namespace, but they are part of training, not of a model: nn.hpp does not include this header, train.hpp does.
 #pragma once
 
 #include <algorithm>
@@ -15,14 +16,16 @@
 namespace eigenformer::nn {
 
 // nn.MSELoss() with reduction "mean": loss = mean((pred - target)^2) over all elements.
-// forward(pred, target) returns a 0-d tensor; in training mode it caches pred - target, and backward()
+// forward(pred, target) returns a 0-d tensor; a recording forward saves pred - target, and backward()
 // returns dloss/dpred = 2 (pred - target) / N, scaled by the gradient of the loss (1 by default).
 // The target is not differentiated (as with a target that does not require grad).
 template <floating_element T>
 class MSELoss : public Module<T> {
  public:
+  std::string type_name() const override { return "MSELoss"; }
+
   template <std::size_t R>
-  Tensor<T, 0> forward(const Tensor<T, R>& pred, const Tensor<T, R>& target) {
+  Tensor<T, 0> forward(const Tensor<T, R>& pred, const Tensor<T, R>& target) const {
     if (pred.shape() != target.shape())
       throw shape_error("MSELoss.forward: input " + shape_string(pred.shape()) + " and target " +
                         shape_string(target.shape()) + " differ in shape");
@@ -31,11 +34,8 @@ class MSELoss : public Module<T> {
     // Accumulated in double: the mean of many float squares keeps its digits.
     double acc = 0;
     for (const T* p = diff.data(); p != diff.data() + n; ++p) acc += static_cast<double>(*p) * *p;
-    cached_diff_.reset();
-    if (this->is_training()) {
-      cached_diff_ = diff.view(Shape<1>{n});
-      cached_shape_.assign(pred.shape().begin(), pred.shape().end());
-    }
+    if (this->records_for_backward())
+      this->save_for_backward(Context{diff.view(Shape<1>{n}), std::vector<index_t>(pred.shape().begin(), pred.shape().end())});
     return Tensor<T, 0>(static_cast<T>(n == 0 ? std::numeric_limits<double>::quiet_NaN() : acc / n));
   }
 
@@ -43,23 +43,21 @@ class MSELoss : public Module<T> {
   // (N, out) predictions, backward<3>() for (B, T, out).
   template <std::size_t R = 2>
   Tensor<T, R> backward(T grad_output = T(1)) {
-    if (!cached_diff_) Module<T>::throw_no_cache("MSELoss");
-    const auto diff = *cached_diff_;
-    cached_diff_.reset();
-    if (cached_shape_.size() != R)
+    const auto ctx = this->template take_saved<Context>("MSELoss");
+    if (ctx.shape.size() != R)
       throw shape_error("MSELoss.backward<" + std::to_string(R) + ">: the forward input " +
-                        shape_string(cached_shape_) + " has rank " + std::to_string(cached_shape_.size()));
-    const auto scale = static_cast<double>(grad_output) * 2.0 / static_cast<double>(diff.numel());
+                        shape_string(ctx.shape) + " has rank " + std::to_string(ctx.shape.size()));
+    const auto scale = static_cast<double>(grad_output) * 2.0 / static_cast<double>(ctx.diff.numel());
     Shape<R> shape{};
-    for (std::size_t i = 0; i < R; ++i) shape[i] = cached_shape_[i];
-    return (diff * scale).view(shape);
+    for (std::size_t i = 0; i < R; ++i) shape[i] = ctx.shape[i];
+    return (ctx.diff * scale).view(shape);
   }
 
-  void collect_parameters(const std::string&, ParameterList<T>&) override {}
-
  private:
-  std::optional<Tensor<T, 1>> cached_diff_;  // pred - target, flat; training mode only
-  std::vector<index_t> cached_shape_;
+  struct Context {
+    Tensor<T, 1> diff;  // pred - target, flat
+    std::vector<index_t> shape;
+  };
 };
 
 
@@ -90,14 +88,16 @@ class CrossEntropyLoss : public Module<T> {
 
   const CrossEntropyOptions& options() const noexcept { return options_; }
 
-  Tensor<T, 0> forward(const Tensor<T, 2>& logits, const Tensor<std::int64_t, 1>& target) {
+  std::string type_name() const override { return "CrossEntropyLoss"; }
+
+  Tensor<T, 0> forward(const Tensor<T, 2>& logits, const Tensor<std::int64_t, 1>& target) const {
     if (target.shape()[0] != logits.shape()[0])
       throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(logits.shape()) + " and target " +
                         shape_string(target.shape()) + ": expected target (N) for logits (N, C)");
     return compute(logits.contiguous(), target.contiguous(), {logits.shape().begin(), logits.shape().end()});
   }
 
-  Tensor<T, 0> forward(const Tensor<T, 3>& logits, const Tensor<std::int64_t, 2>& target) {
+  Tensor<T, 0> forward(const Tensor<T, 3>& logits, const Tensor<std::int64_t, 2>& target) const {
     if (target.shape()[0] != logits.shape()[0] || target.shape()[1] != logits.shape()[1])
       throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(logits.shape()) + " and target " +
                         shape_string(target.shape()) + ": expected target (B, T) for logits (B, T, C)");
@@ -110,32 +110,29 @@ class CrossEntropyLoss : public Module<T> {
   // (B, T, C) logits (checked).
   template <std::size_t R = 2>
   Tensor<T, R> backward(T grad_output = T(1)) {
-    if (!cached_grad_) Module<T>::throw_no_cache("CrossEntropyLoss");
-    auto g = *cached_grad_;
-    cached_grad_.reset();
-    if (cached_shape_.size() != R)
+    auto ctx = this->template take_saved<Context>("CrossEntropyLoss");
+    auto g = ctx.grad;
+    if (ctx.shape.size() != R)
       throw shape_error("CrossEntropyLoss.backward<" + std::to_string(R) + ">: the forward logits " +
-                        shape_string(cached_shape_) + " have rank " + std::to_string(cached_shape_.size()));
-    // The cached tensor is the gradient for grad_output = 1; it is ours alone, so scale it in place.
+                        shape_string(ctx.shape) + " have rank " + std::to_string(ctx.shape.size()));
+    // The saved tensor is the gradient for grad_output = 1; it is ours alone, so scale it in place.
     if (grad_output != T(1))
       for (T* p = g.data(); p != g.data() + g.numel(); ++p) *p *= grad_output;
     Shape<R> shape{};
-    for (std::size_t i = 0; i < R; ++i) shape[i] = cached_shape_[i];
+    for (std::size_t i = 0; i < R; ++i) shape[i] = ctx.shape[i];
     return g.view(shape);
   }
-
-  void collect_parameters(const std::string&, ParameterList<T>&) override {}
 
  private:
   // logits (N, C) contiguous, target (N) contiguous; `shape` is the caller's logits shape, for messages and
   // for backward's result.
-  Tensor<T, 0> compute(const Tensor<T, 2>& logits, const Tensor<std::int64_t, 1>& target, std::vector<index_t> shape) {
+  Tensor<T, 0> compute(const Tensor<T, 2>& logits, const Tensor<std::int64_t, 1>& target, std::vector<index_t> shape) const {
     const index_t n = logits.shape()[0], c = logits.shape()[1];
     if (c == 0)
       throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(shape) +
                         " have no classes");
     const std::int64_t* tgt = target.data();
-    // Validate every target first, so a bad batch throws before anything is cached.
+    // Validate every target first, so a bad batch throws before anything is saved.
     for (index_t i = 0; i < n; ++i)
       if (tgt[i] != options_.ignore_index && (tgt[i] < 0 || tgt[i] >= c))
         throw std::out_of_range("CrossEntropyLoss.forward: target id " + std::to_string(tgt[i]) + " at position " +
@@ -143,7 +140,8 @@ class CrossEntropyLoss : public Module<T> {
                                 " classes (valid: 0.." + std::to_string(c - 1) + ", or ignore_index " +
                                 std::to_string(options_.ignore_index) + ")");
     const double s = options_.label_smoothing;
-    const bool training = this->is_training();
+    // The gradient is formed along with the loss, but only when a backward can come for it.
+    const bool training = this->records_for_backward();
     auto grad = training ? Tensor<T, 2>::empty(logits.shape()) : Tensor<T, 2>{};
     const T* x = logits.data();
     double total = 0;
@@ -182,21 +180,21 @@ class CrossEntropyLoss : public Module<T> {
     // Mean over no kept target is 0 / 0 = NaN, as in PyTorch; the gradient is then 0 (all rows ignored).
     const double value = mean ? (kept == 0 ? std::numeric_limits<double>::quiet_NaN() : total / static_cast<double>(kept))
                               : total;
-    cached_grad_.reset();
     if (training) {
       if (mean && kept > 1) {
         const double inv = 1.0 / static_cast<double>(kept);
         for (T* p = grad.data(); p != grad.data() + grad.numel(); ++p) *p = static_cast<T>(*p * inv);
       }
-      cached_grad_ = grad;
-      cached_shape_ = std::move(shape);
+      this->save_for_backward(Context{grad, std::move(shape)});
     }
     return Tensor<T, 0>(static_cast<T>(value));
   }
 
+  struct Context {
+    Tensor<T, 2> grad;           // dloss/dlogits for grad_output = 1, (N, C)
+    std::vector<index_t> shape;  // the caller's logits shape
+  };
   CrossEntropyOptions options_;
-  std::optional<Tensor<T, 2>> cached_grad_;  // dloss/dlogits for grad_output = 1, (N, C); training mode only
-  std::vector<index_t> cached_shape_;
 };
 
 }  // namespace eigenformer::nn

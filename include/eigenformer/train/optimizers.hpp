@@ -1,6 +1,12 @@
 // Optimizers over a flat ParameterList (Module::named_parameters()): AdamW and SGD as torch.optim computes
 // them, and clip_grad_norm (torch.nn.utils.clip_grad_norm_).
 //
+// Which parameters a step touches. Gradients are allocated by the first backward that reaches a parameter,
+// so an optimizer may be built before any backward. Like torch.optim, which skips every p whose p.grad is
+// None, a step leaves a parameter without a gradient alone: no weight decay, no moment update, and its step
+// count (for AdamW's bias corrections) and state start with its first gradient. A frozen parameter
+// (requires_grad() false) is skipped as well, even when it still holds a gradient from before it was frozen.
+//
 // Bit-exactness. In float32, AdamW and SGD reproduce PyTorch 1.13's single-tensor path (foreach=False, the
 // default on CPU) bit for bit, because they do the same float operations in the same order:
 //   - python-float hyper-parameters (lr * wd, 1 - beta1, bias corrections, lr / bias_correction1) are
@@ -52,11 +58,19 @@ inline void check_hyper(bool ok, const char* who, const std::string& what) {
   if (!ok) throw std::invalid_argument(std::string(who) + ": " + what);
 }
 
+// Whether an optimizer step updates p (see the top of this file).
 template <typename T>
-void check_grad_shape(const NamedParameter<T>& p, const char* who) {
-  if (p.grad.numel() != p.data.numel())
-    throw std::invalid_argument(std::string(who) + ": parameter " + p.name + " has " + std::to_string(p.data.numel()) +
-                                " elements but its gradient has " + std::to_string(p.grad.numel()));
+bool steps(const NamedParameter<T>& p) {
+  return p.requires_grad() && p.has_grad();
+}
+
+template <typename T>
+void check_parameter(const NamedParameter<T>& p, const char* who) {
+  if (!p.state)
+    throw std::invalid_argument(std::string(who) + ": parameter " + p.name +
+                                " has no gradient state (build the list with Module::named_parameters())");
+  if (!p.data.is_contiguous())
+    throw std::invalid_argument(std::string(who) + ": parameter " + p.name + " is not a contiguous flat view");
 }
 
 }  // namespace detail
@@ -82,7 +96,8 @@ struct AdamWOptions {
 // torch.optim.AdamW: decoupled weight decay (the parameter shrinks by lr * weight_decay before the Adam
 // update, instead of weight_decay * p being added to the gradient as in Adam + L2), bias-corrected moments,
 // eps added to sqrt(v_hat). Parameters are grouped like torch's param_groups, each with its own options;
-// the step count (for the bias corrections) is per parameter, as in torch, but all advance together.
+// the step count (for the bias corrections) is per parameter, as in torch: it counts the steps that found
+// the parameter with a gradient.
 template <floating_element T>
 class AdamW {
  public:
@@ -103,16 +118,15 @@ class AdamW {
     for (const auto& g : groups_) {
       validate(g.options);
       for (const auto& p : g.params) {
-        detail::check_grad_shape(p, "AdamW");
-        State s{zeros<T>(Shape<1>{p.data.numel()}), zeros<T>(Shape<1>{p.data.numel()}),
-                g.options.amsgrad ? zeros<T>(Shape<1>{p.data.numel()}) : Tensor<T, 1>{}};
-        state_.push_back(std::move(s));
+        detail::check_parameter(p, "AdamW");
+        state_.emplace_back();  // the moments are allocated by the first step that finds a gradient
       }
     }
   }
 
   std::vector<Group>& groups() noexcept { return groups_; }
   const std::vector<Group>& groups() const noexcept { return groups_; }
+  // The number of step() calls.
   std::int64_t steps_taken() const noexcept { return step_; }
 
   // Sets the learning rate of every group (what a schedule does before each step).
@@ -121,35 +135,43 @@ class AdamW {
     for (auto& g : groups_) g.options.lr = lr;
   }
 
+  // Zeroes every existing gradient (torch's zero_grad(set_to_none=False)); allocates none.
   void zero_grad() {
     for (auto& g : groups_)
-      for (auto& p : g.params) p.grad.zero_();
+      for (auto& p : g.params)
+        if (p.has_grad()) p.grad().zero_();
   }
 
-  // One update from the gradients in every parameter's .grad (a zero gradient still decays the parameter
-  // and the moments, as in torch, where every parameter given has a gradient).
+  // One update of every parameter that has a gradient (a zero gradient still decays the parameter and the
+  // moments, as in torch).
   void step() {
     ++step_;
     std::size_t k = 0;
     for (auto& g : groups_) {
       const auto& o = g.options;
-      // Python-float arithmetic (double), as torch computes these scalars before meeting the tensors.
-      const double bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_));
-      const double bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_));
-      const double step_size = o.lr / bias_correction1;
-      const double bias_correction2_sqrt = std::sqrt(bias_correction2);
       // Each scalar rounded to T once, as ATen does when a Python float multiplies a float tensor.
       const T decay = static_cast<T>(1.0 - o.lr * o.weight_decay);
       const T beta1 = static_cast<T>(o.beta1), one_minus_beta1 = static_cast<T>(1.0 - o.beta1);
       const T beta2 = static_cast<T>(o.beta2), one_minus_beta2 = static_cast<T>(1.0 - o.beta2);
-      const T neg_step_size = static_cast<T>(-step_size);
-      const T bc2_sqrt = static_cast<T>(bias_correction2_sqrt);
       const T eps = static_cast<T>(o.eps);
       for (auto& p : g.params) {
         auto& s = state_[k++];
+        if (!detail::steps(p)) continue;
         const index_t n = p.data.numel();
+        if (s.step == 0) {
+          s.exp_avg = zeros<T>(Shape<1>{n});
+          s.exp_avg_sq = zeros<T>(Shape<1>{n});
+          if (o.amsgrad) s.max_exp_avg_sq = zeros<T>(Shape<1>{n});
+        }
+        ++s.step;
+        // Python-float arithmetic (double), as torch computes these scalars before meeting the tensors.
+        const double bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(s.step));
+        const double bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(s.step));
+        const T neg_step_size = static_cast<T>(-(o.lr / bias_correction1));
+        const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+        const auto grad = p.grad();
         T* x = p.data.data();
-        const T* gr = p.grad.data();
+        const T* gr = grad.data();
         T* m = s.exp_avg.data();
         T* v = s.exp_avg_sq.data();
         T* vmax = o.amsgrad ? s.max_exp_avg_sq.data() : nullptr;
@@ -174,7 +196,8 @@ class AdamW {
 
  private:
   struct State {
-    Tensor<T, 1> exp_avg, exp_avg_sq, max_exp_avg_sq;
+    Tensor<T, 1> exp_avg, exp_avg_sq, max_exp_avg_sq;  // empty until the parameter's first step
+    std::int64_t step = 0;                             // steps that found this parameter with a gradient
   };
 
   static void validate(const AdamWOptions& o) {
@@ -207,8 +230,9 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
-// torch.optim.SGD with momentum: d = g + wd p; buf = d on the first step, then momentum buf + (1 - dampening) d;
-// the step uses buf (or d + momentum buf with nesterov); p -= lr * step. Bit-exact in float32 as AdamW is.
+// torch.optim.SGD with momentum: d = g + wd p; buf = d on the parameter's first step (with a gradient), then
+// momentum buf + (1 - dampening) d; the step uses buf (or d + momentum buf with nesterov); p -= lr * step.
+// Bit-exact in float32 as AdamW is.
 template <floating_element T>
 class SGD {
  public:
@@ -219,10 +243,8 @@ class SGD {
     detail::check_hyper(o.weight_decay >= 0, "SGD", "weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
     detail::check_hyper(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD",
                         "nesterov needs momentum > 0 and dampening 0");
-    for (const auto& p : params_) {
-      detail::check_grad_shape(p, "SGD");
-      buffers_.push_back(o.momentum != 0 ? zeros<T>(Shape<1>{p.data.numel()}) : Tensor<T, 1>{});
-    }
+    for (const auto& p : params_) detail::check_parameter(p, "SGD");
+    buffers_.resize(params_.size());  // torch's momentum_buffer None: created by the parameter's first step
   }
 
   SGDOptions& options() noexcept { return options_; }
@@ -230,20 +252,24 @@ class SGD {
     detail::check_hyper(lr >= 0, "SGD", "lr must be >= 0, got " + std::to_string(lr));
     options_.lr = lr;
   }
+  // Zeroes every existing gradient (torch's zero_grad(set_to_none=False)); allocates none.
   void zero_grad() {
-    for (auto& p : params_) p.grad.zero_();
+    for (auto& p : params_)
+      if (p.has_grad()) p.grad().zero_();
   }
 
   void step() {
     const auto& o = options_;
     const T wd = static_cast<T>(o.weight_decay), momentum = static_cast<T>(o.momentum);
     const T one_minus_dampening = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-    const bool first = !started_;
-    started_ = true;
     for (std::size_t k = 0; k < params_.size(); ++k) {
       auto& p = params_[k];
+      if (!detail::steps(p)) continue;
+      const auto grad = p.grad();
       T* x = p.data.data();
-      const T* gr = p.grad.data();
+      const T* gr = grad.data();
+      const bool first = buffers_[k].numel() == 0;
+      if (o.momentum != 0 && first) buffers_[k] = Tensor<T, 1>::empty(Shape<1>{p.data.numel()});
       T* buf = o.momentum != 0 ? buffers_[k].data() : nullptr;
       for (index_t i = 0; i < p.data.numel(); ++i) {
         T d = o.weight_decay != 0 ? gr[i] + detail::rounded(wd * x[i]) : gr[i];  // grad.add(param, alpha=wd)
@@ -259,12 +285,11 @@ class SGD {
  private:
   ParameterList<T> params_;
   SGDOptions options_;
-  std::vector<Tensor<T, 1>> buffers_;
-  bool started_ = false;
+  std::vector<Tensor<T, 1>> buffers_;  // momentum buffers, empty until the parameter's first step
 };
 
-// torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm: the norm of all gradients taken as one
-// vector; if it exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6) (the 1e-6 keeps a zero
+// torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm: the norm of all existing gradients (a
+// parameter without one is left out, as torch filters p.grad is None) taken as one vector; if it exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6) (the 1e-6 keeps a zero
 // norm from dividing by zero). Returns the norm before clipping. The sum of squares is accumulated in double
 // (PyTorch reduces in float, so the norm can differ from torch's in the last float bit); the coefficient is
 // then formed as torch forms it in float: (1 / (norm + 1e-6)) * max_norm, clamped to 1.
@@ -273,8 +298,10 @@ T clip_grad_norm(ParameterList<T>& params, double max_norm) {
   if (!(max_norm >= 0)) throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
   double sq = 0;
   for (const auto& p : params) {
-    const T* g = p.grad.data();
-    for (index_t i = 0; i < p.grad.numel(); ++i) sq += static_cast<double>(g[i]) * g[i];
+    if (!p.has_grad()) continue;
+    const auto grad = p.grad();
+    const T* g = grad.data();
+    for (index_t i = 0; i < grad.numel(); ++i) sq += static_cast<double>(g[i]) * g[i];
   }
   const T total = static_cast<T>(std::sqrt(sq));
   // max_norm / tensor in Python is tensor.reciprocal() * max_norm.
@@ -282,8 +309,10 @@ T clip_grad_norm(ParameterList<T>& params, double max_norm) {
   if (coef > T(1)) coef = T(1);  // torch.clamp(max=1): NaN stays NaN and poisons the gradients, as in torch
   if (coef != T(1))
     for (auto& p : params) {
-      T* g = p.grad.data();
-      for (index_t i = 0; i < p.grad.numel(); ++i) g[i] *= coef;
+      if (!p.has_grad()) continue;
+      auto grad = p.grad();
+      T* g = grad.data();
+      for (index_t i = 0; i < grad.numel(); ++i) g[i] *= coef;
     }
   return total;
 }
