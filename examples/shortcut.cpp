@@ -9,7 +9,8 @@
 // (worked example shortcut_gradients) to within float rounding, about 1e-6 relative:
 //   without shortcut: 0.00020174 0.00012011 0.00071520 0.00139887 0.00504965 (layers.0 ... layers.4)
 //   with shortcut:    0.22169793 0.20694107 0.32897000 0.26657322 1.32585418
-#include <eigenformer/eigenformer.hpp>
+#include <eigenformer/nn.hpp>
+#include <eigenformer/train/losses.hpp>
 
 #include <iomanip>
 #include <iostream>
@@ -22,47 +23,44 @@ namespace {
 
 using Block = nn::Sequential<float, nn::Linear<float>, nn::GELU<float>>;
 
-class ExampleDeepNeuralNetwork {
+// The book's module: its one child is the ModuleList "layers", so named_parameters() gives the book's names
+// ("layers.0.0.weight") and `std::cout << model` prints the module tree as PyTorch lays it out.
+class ExampleDeepNeuralNetwork : public nn::Module<float> {
  public:
-  ExampleDeepNeuralNetwork(const std::vector<ef::index_t>& layer_sizes, bool use_shortcut)
-      : use_shortcut_(use_shortcut) {
+  ExampleDeepNeuralNetwork(const std::vector<ef::index_t>& layer_sizes, bool use_shortcut) {
     // One layer after another, so the weights are drawn in PyTorch's order.
-    for (std::size_t i = 0; i + 1 < layer_sizes.size(); ++i)
+    for (std::size_t i = 0; i + 1 < layer_sizes.size(); ++i) {
       layers_.push_back(Block{nn::Linear<float>(layer_sizes[i], layer_sizes[i + 1]),
                               nn::GELU<float>(nn::GeluApproximate::tanh)});
+      // The book adds the shortcut where input and output shapes agree, which the sizes decide up front.
+      shortcut_.push_back(use_shortcut && layer_sizes[i] == layer_sizes[i + 1]);
+    }
   }
 
+  std::string type_name() const override { return "ExampleDeepNeuralNetwork"; }
+  void register_members(nn::Members<float>& m) override { m.child("layers", layers_); }
+
   // (B, 3) -> (B, 1)
-  ef::Tensor<float, 2> forward(ef::Tensor<float, 2> x) {
-    took_shortcut_.clear();
-    for (auto& layer : layers_) {
-      const auto layer_output = layer.forward(x);
-      took_shortcut_.push_back(use_shortcut_ && x.shape() == layer_output.shape());
-      x = took_shortcut_.back() ? x + layer_output : layer_output;
+  ef::Tensor<float, 2> forward(ef::Tensor<float, 2> x) const {
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const auto layer_output = layers_[i].forward(x);
+      x = shortcut_[i] ? x + layer_output : layer_output;
     }
     return x;
   }
 
-  // Gradient of the output in, gradient of the input out; each layer accumulates its parameters' .grad.
+  // Gradient of the output in, gradient of the input out; each layer accumulates its parameters' gradients.
   ef::Tensor<float, 2> backward(ef::Tensor<float, 2> grad) {
     for (std::size_t i = layers_.size(); i-- > 0;) {
       const auto through_layer = layers_[i].backward(grad);
-      grad = took_shortcut_[i] ? grad + through_layer : through_layer;  // x + layer(x): both paths add up
+      grad = shortcut_[i] ? grad + through_layer : through_layer;  // x + layer(x): both paths add up
     }
     return grad;
   }
 
-  nn::ParameterList<float> named_parameters() {
-    nn::ParameterList<float> out;
-    for (std::size_t i = 0; i < layers_.size(); ++i)
-      layers_[i].collect_parameters("layers." + std::to_string(i) + ".", out);
-    return out;
-  }
-
  private:
-  std::vector<Block> layers_;
-  bool use_shortcut_;
-  std::vector<bool> took_shortcut_;
+  nn::ModuleList<Block> layers_;
+  std::vector<bool> shortcut_;
 };
 
 // The book's print_gradients: an MSE loss against the target 0, backward, then each weight's mean |grad|.
@@ -75,7 +73,7 @@ void print_gradients(ExampleDeepNeuralNetwork& model, const ef::Tensor<float, 2>
   for (auto& p : model.named_parameters())
     if (p.name.ends_with("weight"))
       std::cout << p.name << " has gradient mean of " << std::setprecision(17)
-                << static_cast<double>(ef::mean(ef::abs(p.grad)).item()) << "\n";
+                << static_cast<double>(ef::mean(ef::abs(p.grad())).item()) << "\n";
 }
 
 }  // namespace
@@ -87,6 +85,7 @@ int main() {
   std::cout << "== Without shortcut connections ==\n";
   ef::manual_seed(123);
   ExampleDeepNeuralNetwork model_without_shortcut(layer_sizes, false);
+  std::cout << model_without_shortcut << "\n";
   print_gradients(model_without_shortcut, sample_input);
 
   std::cout << "\n== With shortcut connections ==\n";

@@ -77,6 +77,14 @@ TEST_CASE_TEMPLATE("activations: GELU and ReLU values of BERT-from-scratch secti
 }
 
 TEST_CASE("activations: Hugging Face names, bad names and bad calls") {
+  // Built from a hidden_act name, an activation carries the class name transformers' ACT2CLS maps it to,
+  // so a model's repr names the class a Hugging Face model prints; built from a kind, torch.nn's.
+  CHECK(nn::Activation<float>("gelu").type_name() == "GELUActivation");
+  CHECK(nn::Activation<float>("gelu_new").type_name() == "NewGELUActivation");
+  CHECK(nn::Activation<float>("gelu_pytorch_tanh").type_name() == "PytorchGELUTanh");
+  CHECK(nn::Activation<float>("relu").type_name() == "ReLU");
+  CHECK(nn::Activation<float>("gelu_new").extra_repr().empty());
+  CHECK(nn::Activation<float>(nn::ActivationKind::gelu_tanh).type_name() == "GELU");
   CHECK(nn::activation_kind("gelu") == nn::ActivationKind::gelu);
   CHECK(nn::activation_kind("gelu_new") == nn::ActivationKind::gelu_tanh);
   CHECK(nn::activation_kind("gelu_pytorch_tanh") == nn::ActivationKind::gelu_tanh);

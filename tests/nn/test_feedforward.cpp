@@ -66,7 +66,7 @@ TEST_CASE("FeedForward: backward matches central finite differences (double)") {
     const auto dx = ff.backward(probe);
     check_tensors_close(dx, numerical_gradient(f, x, probe), 1e-6, 1e-9, "dx");
     for (auto& p : ff.named_parameters())
-      check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
+      check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
   }
 }
 

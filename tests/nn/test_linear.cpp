@@ -1,6 +1,7 @@
-// nn::Linear: init equals nn.Linear's, forward, and backward against finite differences in double.
+// nn::Linear and nn::Conv1D: init equals nn.Linear's, forward, and backward against finite differences in double.
 #include <doctest/doctest.h>
 
+#include <eigenformer/nn/conv1d.hpp>
 #include <eigenformer/nn/linear.hpp>
 
 #include "support/fixtures.hpp"
@@ -84,4 +85,53 @@ TEST_CASE("Linear: bad input") {
   lin.forward(ef::zeros<float>({3, 4}));
   CHECK_THROWS_AS(lin.backward(ef::zeros<float>({3, 3})), ef::shape_error);
   CHECK_THROWS_AS(ef::nn::Linear<float>(0, 2), std::invalid_argument);
+}
+
+// Conv1D is Linear with the weight stored transposed: loading W^T into a Conv1D must give the same output and
+// the same gradients (transposed for the weight), and both backwards agree with finite differences.
+TEST_CASE("Conv1D: equals Linear with the transposed weight, forward and backward; finite differences (double)") {
+  ef::manual_seed(3);
+  ef::nn::Linear<double> lin(5, 3);
+  ef::nn::Conv1D<double> conv(5, 3);
+  conv.weight.data.copy_(lin.weight.data.t());
+  conv.bias.data.copy_(lin.bias->data);
+  auto x = ef::randn<double>({2, 4, 5});
+  const auto probe = ef::randn<double>({2, 4, 3});
+  check_tensors_close(conv.forward(x), lin.forward(x), 1e-12, 1e-12, "forward");
+  const auto dx_conv = conv.backward(probe);
+  check_tensors_close(dx_conv, lin.backward(probe), 1e-12, 1e-12, "dx");
+  check_tensors_close(conv.weight.grad(), lin.weight.grad().t(), 1e-12, 1e-12, "dweight");
+  check_tensors_close(conv.bias.grad(), lin.bias->grad(), 1e-12, 1e-12, "dbias");
+
+  auto f = [&] {
+    conv.eval();
+    auto y = conv.forward(x);
+    conv.train();
+    return y;
+  };
+  check_tensors_close(dx_conv, numerical_gradient(f, x, probe), 1e-6, 1e-9, "dx (finite differences)");
+  std::vector<std::string> names;
+  for (auto& p : conv.named_parameters()) {
+    names.push_back(p.name);
+    check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
+  }
+  CHECK(names == std::vector<std::string>{"weight", "bias"});
+  CHECK(conv.type_name() == "Conv1D");
+
+  CHECK_THROWS_WITH_AS(conv.forward(ef::zeros<double>({3, 4})),
+                       "Conv1D.forward: input [3, 4] x weight [5, 3]: last dim of the input must be in_features 5",
+                       ef::shape_error);
+  CHECK_THROWS_WITH_AS(conv.backward(probe), doctest::Contains("Conv1D.backward: nothing saved"), std::logic_error);
+}
+
+TEST_CASE("Linear: a frozen weight gets no gradient, the bias and the input still do") {
+  ef::manual_seed(4);
+  ef::nn::Linear<float> lin(3, 2);
+  lin.weight.requires_grad_(false);
+  lin.forward(ef::randn<float>({4, 3}));
+  const auto dx = lin.backward(ef::ones<float>({4, 2}));
+  CHECK(dx.shape() == ef::Shape<2>{4, 3});
+  CHECK_FALSE(lin.weight.has_grad());
+  CHECK(lin.bias->has_grad());
+  CHECK(lin.bias->grad()(0) == 4.f);
 }

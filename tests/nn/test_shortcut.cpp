@@ -8,6 +8,7 @@
 
 #include <eigenformer/nn/activation.hpp>
 #include <eigenformer/nn/linear.hpp>
+#include <eigenformer/nn/module_list.hpp>
 #include <eigenformer/nn/sequential.hpp>
 #include <eigenformer/train/losses.hpp>
 
@@ -22,38 +23,36 @@ namespace {
 template <typename T>
 using Block = nn::Sequential<T, nn::Linear<T>, nn::GELU<T>>;
 
-// x = x + layer(x) where the shapes allow it (use_shortcut), else x = layer(x).
+// x = x + layer(x) where the shapes allow it (use_shortcut), else x = layer(x). A module whose one child is
+// the ModuleList "layers", so parameters are named "layers.0.0.weight" as model.named_parameters() names
+// them in the book.
 template <typename T>
-struct ShortcutNet {
-  std::vector<Block<T>> layers;
-  bool use_shortcut;
-  std::vector<bool> added;  // which layers took the shortcut in the last forward
+struct ShortcutNet : nn::Module<T> {
+  nn::ModuleList<Block<T>> layers;
+  std::vector<bool> shortcut;  // which layers add their input to their output (known from the sizes)
 
-  ShortcutNet(const std::vector<index_t>& sizes, bool shortcut) : use_shortcut(shortcut) {
-    for (std::size_t i = 0; i + 1 < sizes.size(); ++i)
+  ShortcutNet(const std::vector<index_t>& sizes, bool use_shortcut) {
+    for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
       layers.push_back(Block<T>{nn::Linear<T>(sizes[i], sizes[i + 1]), nn::GELU<T>(nn::GeluApproximate::tanh)});
+      shortcut.push_back(use_shortcut && sizes[i] == sizes[i + 1]);
+    }
   }
-  ef::Tensor<T, 2> forward(ef::Tensor<T, 2> x) {
-    added.clear();
-    for (auto& layer : layers) {
-      const auto out = layer.forward(x);
-      added.push_back(use_shortcut && out.shape() == x.shape());
-      x = added.back() ? x + out : out;
+  std::string type_name() const override { return "ExampleDeepNeuralNetwork"; }
+  void register_members(nn::Members<T>& m) override { m.child("layers", layers); }
+
+  ef::Tensor<T, 2> forward(ef::Tensor<T, 2> x) const {
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const auto out = layers[i].forward(x);
+      x = shortcut[i] ? x + out : out;
     }
     return x;
   }
   ef::Tensor<T, 2> backward(ef::Tensor<T, 2> g) {
     for (std::size_t i = layers.size(); i-- > 0;) {
       const auto through = layers[i].backward(g);
-      g = added[i] ? g + through : through;
+      g = shortcut[i] ? g + through : through;
     }
     return g;
-  }
-  // "layers.0.0.weight", as model.named_parameters() names them in the book.
-  std::vector<ef::nn::NamedParameter<T>> named_parameters() {
-    std::vector<ef::nn::NamedParameter<T>> out;
-    for (std::size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters("layers." + std::to_string(i) + ".", out);
-    return out;
   }
 };
 
@@ -67,7 +66,7 @@ std::map<std::string, double> mean_abs_weight_grads(bool use_shortcut) {
   net.backward(loss.backward());
   std::map<std::string, double> m;
   for (auto& p : net.named_parameters())
-    if (p.name.ends_with("weight")) m[p.name] = ef::mean(ef::abs(p.grad)).item();
+    if (p.name.ends_with("weight")) m[p.name] = ef::mean(ef::abs(p.grad())).item();
   return m;
 }
 
@@ -118,8 +117,8 @@ TEST_CASE("shortcut network: seeded weights, output and all gradients match PyTo
     net.backward(loss.backward());
     for (auto& p : net.named_parameters()) {
       json flat = c.at("grads").at(p.name);
-      flat["shape"] = std::vector<index_t>{p.grad.numel()};
-      check_fixture(p.grad, flat, 1e-5, 1e-9, std::string(name) + " d" + p.name);
+      flat["shape"] = std::vector<index_t>{p.grad().numel()};
+      check_fixture(p.grad(), flat, 1e-5, 1e-9, std::string(name) + " d" + p.name);
     }
   }
 }
@@ -144,7 +143,7 @@ TEST_CASE("Sequential: runs layers in order, backward in reverse, names paramete
   const auto dx = seq.backward(probe);
   check_tensors_close(dx, numerical_gradient(f, x, probe), 1e-6, 1e-9, "dx");
   for (auto& p : seq.named_parameters())
-    check_tensors_close(p.grad, numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
+    check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
   seq.eval();
   CHECK_FALSE(seq.get<2>().is_training());
 }

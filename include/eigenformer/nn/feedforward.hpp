@@ -8,6 +8,7 @@
 // mlp.c_fc / mlp.c_proj, stored transposed), so a loader maps those names onto net.0 / net.3.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "eigenformer/nn/activation.hpp"
@@ -21,15 +22,16 @@ template <floating_element T>
 class FeedForward : public Module<T> {
  public:
   // hidden = 0 means 4 * dim. `activation` is a Hugging Face hidden_act name ("gelu", "gelu_new",
-  // "gelu_pytorch_tanh", "relu"). The two Linears are initialised from `gen` in order (fc1 weight, bias,
-  // fc2 weight, bias), and the dropouts draw their masks from it in forward order.
+  // "gelu_pytorch_tanh", "relu"), and the activation prints as that name's Hugging Face class. The two Linears
+  // are initialised from `gen` in order (fc1 weight, bias, fc2 weight, bias); the dropouts draw their masks
+  // from current_generator() in forward order.
   FeedForward(index_t dim, index_t hidden = 0, double dropout = 0.1, std::string_view activation = "gelu",
               Generator& gen = default_generator())
       : fc1(dim, hidden == 0 ? 4 * dim : hidden, true, gen),
         act(activation),
-        drop1(dropout, gen),
+        drop1(dropout),
         fc2(hidden == 0 ? 4 * dim : hidden, dim, true, gen),
-        drop2(dropout, gen) {}
+        drop2(dropout) {}
 
   Linear<T> fc1;        // net.0: (C -> H)
   Activation<T> act;    // net.1
@@ -40,9 +42,15 @@ class FeedForward : public Module<T> {
   index_t dim() const noexcept { return fc1.in_features(); }
   index_t hidden() const noexcept { return fc1.out_features(); }
 
+  std::string type_name() const override { return "FeedForward"; }
+  void register_members(Members<T>& m) override {
+    net_.owner = this;  // refreshed on every walk, so a moved FeedForward never leaves it dangling
+    m.child("net", net_);
+  }
+
   // (..., C) -> (..., C)
   template <std::size_t R>
-  Tensor<T, R> forward(const Tensor<T, R>& x) {
+  Tensor<T, R> forward(const Tensor<T, R>& x) const {
     auto h = drop1.forward(act.forward(fc1.forward(x)));  // (..., H)
     return drop2.forward(fc2.forward(h));                 // (..., C)
   }
@@ -53,19 +61,22 @@ class FeedForward : public Module<T> {
     return fc1.backward(act.backward(drop1.backward(gh)));  // (..., C)
   }
 
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    fc1.collect_parameters(prefix + "net.0.", out);
-    fc2.collect_parameters(prefix + "net.3.", out);
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    fc1.train(mode);
-    act.train(mode);
-    drop1.train(mode);
-    fc2.train(mode);
-    drop2.train(mode);
-  }
+ private:
+  // The seed's `self.net = nn.Sequential(...)`: only a naming level here ("net.0.weight", and the repr
+  // FeedForward((net): Sequential((0): Linear(...) ...))), over the five layers above, which stay plain
+  // members so callers can write ff.fc2.
+  struct Net : Module<T> {
+    FeedForward* owner = nullptr;
+    std::string type_name() const override { return "Sequential"; }
+    void register_members(Members<T>& m) override {
+      m.child("0", owner->fc1);
+      m.child("1", owner->act);
+      m.child("2", owner->drop1);
+      m.child("3", owner->fc2);
+      m.child("4", owner->drop2);
+    }
+  };
+  Net net_;
 };
 
 }  // namespace eigenformer::nn

@@ -1,6 +1,7 @@
-// nn.Sequential for a fixed list of layers: forward runs them in order, backward in reverse, and parameters
-// are named by position ("0.weight", "1.bias", ...) as in PyTorch. The layer types are part of the type,
-// so each forward keeps its own ranks and nothing is virtual:
+// nn.Sequential for a fixed list of layers: forward runs them in order, backward in reverse, and the layers
+// are children "0", "1", ... so parameters are named "0.weight", "1.bias", ... and the repr lists them as
+// PyTorch does. The layer types are part of the type, so each forward keeps its own ranks and nothing is
+// virtual:
 //
 //   nn::Sequential block{nn::Linear<float>(3, 3), nn::GELU<float>(nn::GeluApproximate::tanh)};
 //
@@ -10,18 +11,13 @@
 
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/nn/module_list.hpp"
 
 namespace eigenformer::nn {
-
-namespace detail {
-template <floating_element T>
-T module_scalar(const Module<T>&);
-template <class M>
-using module_scalar_t = decltype(module_scalar(std::declval<const M&>()));
-}  // namespace detail
 
 template <floating_element T, class... Layers>
 class Sequential : public Module<T> {
@@ -39,26 +35,22 @@ class Sequential : public Module<T> {
   template <std::size_t I>
   const auto& get() const noexcept { return std::get<I>(layers_); }
 
+  std::string type_name() const override { return "Sequential"; }
+  void register_members(Members<T>& m) override {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (m.child(std::to_string(I), std::get<I>(layers_)), ...);
+    }(std::index_sequence_for<Layers...>{});
+  }
+
   template <class X>
-  auto forward(const X& x) { return forward_from<0>(x); }
+  auto forward(const X& x) const { return forward_from<0>(x); }
 
   template <class G>
   decltype(auto) backward(const G& grad_output) { return backward_from<sizeof...(Layers) - 1>(grad_output); }
 
-  void collect_parameters(const std::string& prefix, ParameterList<T>& out) override {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (std::get<I>(layers_).collect_parameters(prefix + std::to_string(I) + ".", out), ...);
-    }(std::index_sequence_for<Layers...>{});
-  }
-
- protected:
-  void set_children_training(bool mode) override {
-    std::apply([mode](auto&... layer) { (layer.train(mode), ...); }, layers_);
-  }
-
  private:
   template <std::size_t I, class X>
-  auto forward_from(const X& x) {
+  auto forward_from(const X& x) const {
     if constexpr (I + 1 == sizeof...(Layers)) return std::get<I>(layers_).forward(x);
     else return forward_from<I + 1>(std::get<I>(layers_).forward(x));
   }
@@ -72,6 +64,6 @@ class Sequential : public Module<T> {
 };
 
 template <class First, class... Rest>
-Sequential(First, Rest...) -> Sequential<detail::module_scalar_t<First>, First, Rest...>;
+Sequential(First, Rest...) -> Sequential<module_element_t<First>, First, Rest...>;
 
 }  // namespace eigenformer::nn
