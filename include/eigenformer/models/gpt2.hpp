@@ -44,6 +44,11 @@
 // the positions asked for (all new ones, or only the last: what generation uses). It is inference by
 // construction, whatever the training flag: no dropout and nothing saved for backward, so it never writes to
 // the model. GPT2LMHeadModel satisfies models::CausalLM (generation.hpp), which is all generate() needs.
+//
+// Threads: a forward that does not record (eval mode, InferenceMode, or any cached forward) only reads the
+// model, so one model can serve many threads at once, each with its own KV cache
+// (tests/models/test_threads.cpp). Training forwards save their contexts in the modules: one thread per
+// model there.
 #pragma once
 
 #include <Eigen/Core>
