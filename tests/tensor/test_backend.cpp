@@ -194,6 +194,8 @@ TEST_CASE_TEMPLATE("backend: gemm, matmul, softmax and reductions are bit-identi
   const auto qb = uniform<T>(ef::Shape<4>{1, 5, 71, 45}, 14);  // used transposed: (1, 5, 45, 71)
   const auto s = uniform<T>(ef::Shape<3>{5, 129, 257}, 15) * 20.0;
   const auto v = uniform<T>(ef::Shape<1>{129}, 16);
+  const auto long_a = uniform<T>(ef::Shape<2>{97, 1031}, 17);
+  const auto long_b = uniform<T>(ef::Shape<2>{1031, 83}, 18);
 
   auto run = [&] {
     std::vector<std::vector<unsigned char>> r;
@@ -203,6 +205,7 @@ TEST_CASE_TEMPLATE("backend: gemm, matmul, softmax and reductions are bit-identi
     be::gemm(a.t().contiguous().t(), b, c, T(0.5), T(-1.5), {nullptr, be::Activation::relu});
     r.push_back(bits(c));
     r.push_back(bits(ef::matmul(a, b)));
+    r.push_back(bits(ef::matmul(long_a, long_b)));                    // K long enough for Eigen to split it
     r.push_back(bits(ef::matmul(x, wt.narrow(1, 0, 45).t())));        // 3-D x 2-D: one gemm over all rows
     r.push_back(bits(ef::matmul(qa, qb.transpose(-2, -1))));          // batched, both batch dims broadcast
     r.push_back(bits(ef::matmul(x.transpose(-2, -1), x)));            // batched, transposed left operand
@@ -213,6 +216,10 @@ TEST_CASE_TEMPLATE("backend: gemm, matmul, softmax and reductions are bit-identi
     r.push_back(bits(ef::log_softmax(s, -1)));
     r.push_back(bits(ef::sum(s, -1)));
     r.push_back(bits(ef::var(s, 1)));
+    r.push_back(bits(s + v.narrow(0, 0, 129).unsqueeze(1)));          // broadcast rows
+    r.push_back(bits(s.transpose(1, 2) - s.select(0, 0).t()));        // strided operands
+    r.push_back(bits(ef::exp(s * 0.1)));                              // Eigen's vectorised path
+    r.push_back(bits(ef::erf(s.transpose(0, 2))));                    // libm per element, strided input
     return r;
   };
   ef::set_num_threads(1);
@@ -390,4 +397,29 @@ TEST_CASE("backend: four user threads computing at once get the single-thread bi
   changer.join();
   CHECK(errors == 0);
   CHECK(mismatches == 0);
+}
+
+// The chunked element-wise loops (used above 32768 elements) against the element-by-element definition,
+// on operands that take each path: contiguous, broadcast, transposed.
+TEST_CASE("backend: element-wise ops on large tensors equal the element-by-element result") {
+  ThreadCountGuard guard;
+  ef::set_num_threads(3);
+  const auto a = uniform<float>(ef::Shape<2>{301, 257}, 30);
+  const auto b = uniform<float>(ef::Shape<2>{257, 301}, 31);  // used as b.t()
+  const auto row = uniform<float>(ef::Shape<1>{257}, 32);
+  const auto sum = a + b.t();
+  const auto biased = a * row;
+  const auto shifted = 2.0 - a;
+  const auto roots = ef::sqrt(ef::abs(a.t()));
+  const auto erfs = ef::erf(a);
+  const auto masked = ef::masked_fill(a, a > 0.5, -1.0);
+  for (index_t i = 0; i < 301; ++i)
+    for (index_t j = 0; j < 257; ++j) {
+      CHECK(sum(i, j) == a(i, j) + b(j, i));
+      CHECK(biased(i, j) == a(i, j) * row(j));
+      CHECK(shifted(i, j) == 2.0f - a(i, j));
+      CHECK(roots(j, i) == std::sqrt(std::abs(a(i, j))));
+      CHECK(erfs(i, j) == std::erf(a(i, j)));
+      CHECK(masked(i, j) == (a(i, j) > 0.5f ? -1.0f : a(i, j)));
+    }
 }

@@ -195,7 +195,8 @@ class ThreadPool {
   }
 
  private:
-  ThreadPool() = default;
+  // Eigen asks for initParallel() before products run on several threads (it settles its cache-size statics).
+  ThreadPool() { Eigen::initParallel(); }
 
   // Under mutex_. Workers are only ever added: a smaller set_num_threads leaves the extra ones asleep.
   void start_workers(int helpers) {
