@@ -1,16 +1,29 @@
 // Tensor kernels at the sizes a GPT-2 / BERT-base forward pass uses (T = 128 tokens, C = 768 channels,
 // NH = 12 heads of HS = 64). Each BM_ name has a twin in bench/torch_tensor.py timing the same workload
 // in PyTorch, so `bench/compare.py` can print the two side by side from one run.
+//
+// The product and attention cases take their thread count as the last argument (.../1, .../2) and set it
+// for their own run, so one run of the binary compares 1 and 2 threads; the others use the process
+// setting (EIGENFORMER_NUM_THREADS, which compare.py --threads sets).
 #include <benchmark/benchmark.h>
 
-#include <eigenformer/eigenformer.hpp>
+#include <eigenformer/random.hpp>
+#include <eigenformer/tensor.hpp>
 
 namespace ef = eigenformer;
 
 namespace {
 
+// Sets the thread count for one benchmark and restores the process setting after it.
+struct Threads {
+  int saved = ef::get_num_threads();
+  explicit Threads(std::int64_t n) { ef::set_num_threads(static_cast<int>(n)); }
+  ~Threads() { ef::set_num_threads(saved); }
+};
+
 // x (T, C) @ W^T with W stored (out, in) as nn.Linear does: the transposed operand is read in place.
 void BM_linear_matmul(benchmark::State& state) {
+  const Threads threads(state.range(1));
   const ef::index_t T = 128, in = 768, out = state.range(0);
   ef::manual_seed(0);
   const auto x = ef::randn({T, in});
@@ -19,23 +32,53 @@ void BM_linear_matmul(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * in * out, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_linear_matmul)->Arg(768)->Arg(2304)->Arg(3072)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_linear_matmul)
+    ->ArgsProduct({{768, 2304, 3072}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// GPT-2's MLP up-projection, act(x W^T + b) with the tanh GELU: bias and activation fused into the product
+// (backend::gemm's epilogue), against PyTorch's linear then gelu.
+void BM_linear_bias_gelu(benchmark::State& state) {
+  const Threads threads(state.range(1));
+  const ef::index_t T = 128, in = 768, out = state.range(0);
+  ef::manual_seed(0);
+  const auto x = ef::randn({T, in});
+  const auto w = ef::randn({out, in});
+  const auto b = ef::randn({out});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(ef::backend::gemm(x, w.t(), {&b, ef::backend::Activation::gelu_tanh}));
+}
+BENCHMARK(BM_linear_bias_gelu)->ArgsProduct({{3072}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One decode step's projection: a single token's row through the fused qkv weight (a matrix-vector product).
+void BM_decode_linear(benchmark::State& state) {
+  const Threads threads(state.range(1));
+  const ef::index_t in = 768, out = state.range(0);
+  ef::manual_seed(0);
+  const auto x = ef::randn({1, in});
+  const auto w = ef::randn({out, in});
+  for (auto _ : state) benchmark::DoNotOptimize(ef::matmul(x, w.t()));
+}
+BENCHMARK(BM_decode_linear)->ArgsProduct({{2304}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Attention scores q @ k^T for (B=1, NH, T, HS).
 void BM_attention_scores(benchmark::State& state) {
+  const Threads threads(state.range(0));
   ef::manual_seed(0);
   const auto q = ef::randn({1, 12, 128, 64});
   const auto k = ef::randn({1, 12, 128, 64});
   for (auto _ : state) benchmark::DoNotOptimize(ef::matmul(q, k.transpose(-2, -1)));
 }
-BENCHMARK(BM_attention_scores)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_attention_scores)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_softmax_last_dim(benchmark::State& state) {
+  const Threads threads(state.range(0));
   ef::manual_seed(0);
   const auto s = ef::randn({1, 12, 128, 128});
   for (auto _ : state) benchmark::DoNotOptimize(ef::softmax(s, -1));
 }
-BENCHMARK(BM_softmax_last_dim)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_softmax_last_dim)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_add_bias_broadcast(benchmark::State& state) {
   ef::manual_seed(0);
@@ -43,14 +86,14 @@ void BM_add_bias_broadcast(benchmark::State& state) {
   const auto b = ef::randn({3072});
   for (auto _ : state) benchmark::DoNotOptimize(x + b);
 }
-BENCHMARK(BM_add_bias_broadcast)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_add_bias_broadcast)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_sum_last_dim(benchmark::State& state) {
   ef::manual_seed(0);
   const auto x = ef::randn({128, 3072});
   for (auto _ : state) benchmark::DoNotOptimize(ef::sum(x, -1));
 }
-BENCHMARK(BM_sum_last_dim)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_sum_last_dim)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_randn(benchmark::State& state) {
   ef::manual_seed(0);

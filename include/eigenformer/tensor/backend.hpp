@@ -9,46 +9,274 @@
 //     results are bit-identical for every thread count.
 //   - set_num_threads(n) / EIGENFORMER_NUM_THREADS choose the pool size (default: the machine's cores).
 //
-// This first version runs serially; the thread pool replaces the body of parallel_for without changing
-// the contract.
+// Threads: one process-wide pool, started on first use, of get_num_threads() - 1 workers; the calling
+// thread works too. Only one parallel_for owns the pool at a time. Another user thread that calls in
+// meanwhile runs its chunks itself rather than queueing behind the owner, and a parallel_for inside a
+// chunk runs inline, so no call ever waits on work it cannot see finishing: no deadlock by construction.
 #pragma once
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <numbers>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "eigenformer/tensor/creation.hpp"
-#include "eigenformer/tensor/matmul.hpp"
+
+// Eigen's own OpenMP threading inside a product would split each block's work a second time, across
+// threads the pool does not know about, and make results depend on OMP_NUM_THREADS.
+#if defined(EIGEN_HAS_OPENMP)
+#error "eigenformer: Eigen was included with OpenMP threading enabled; define EIGEN_DONT_PARALLELIZE (eigenformer threads its products itself)"
+#endif
 
 namespace eigenformer {
 
 namespace detail {
-inline int& num_threads_setting() {
-  static int n = [] {
-    if (const char* env = std::getenv("EIGENFORMER_NUM_THREADS")) {
-      const int v = std::atoi(env);
-      if (v > 0) return v;
-    }
-    const unsigned hc = std::thread::hardware_concurrency();
-    return hc == 0 ? 1 : static_cast<int>(hc);
-  }();
+inline int default_num_threads() {
+  if (const char* env = std::getenv("EIGENFORMER_NUM_THREADS")) {
+    const int v = std::atoi(env);
+    if (v > 0) return v;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc == 0 ? 1 : static_cast<int>(hc);
+}
+// Atomic: set_num_threads may run on one thread while another is inside a parallel_for.
+inline std::atomic<int>& num_threads_setting() {
+  static std::atomic<int> n{default_num_threads()};
   return n;
 }
 }  // namespace detail
 
 // The number of threads parallel_for and gemm may use (torch.get_num_threads()).
-inline int get_num_threads() { return detail::num_threads_setting(); }
-// torch.set_num_threads(n); n >= 1. Results do not depend on it, only the speed does.
+inline int get_num_threads() { return detail::num_threads_setting().load(std::memory_order_relaxed); }
+// torch.set_num_threads(n); n >= 1. Results do not depend on it, only the speed does. Takes effect at the
+// next parallel_for; one already running keeps the threads it started with.
 inline void set_num_threads(int n) {
   if (n < 1) throw std::invalid_argument("set_num_threads: expected a positive number of threads, got " + std::to_string(n));
-  detail::num_threads_setting() = n;
+  detail::num_threads_setting().store(n, std::memory_order_relaxed);
 }
+
+// ---- 2-D operand layouts, shared by gemm and matmul -------------------------------------------------------
+namespace detail {
+
+template <typename T>
+using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ColMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+// How the last two dims of an operand lie in memory.
+enum class matrix_layout { row_major, col_major, strided };
+
+struct matrix_view_info {
+  matrix_layout layout;
+  index_t outer_stride;
+};
+
+inline matrix_view_info classify(index_t rows, index_t cols, index_t rs, index_t cs) {
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols))
+    return {matrix_layout::row_major, rows == 1 ? std::max<index_t>(cols, 1) : rs};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows))
+    return {matrix_layout::col_major, cols == 1 ? std::max<index_t>(rows, 1) : cs};
+  return {matrix_layout::strided, 0};
+}
+
+// Calls f(map) with an Eigen map of the rows x cols matrix at p, of the given layout.
+template <typename T, class F>
+void with_matrix_map(const T* p, index_t rows, index_t cols, const matrix_view_info& info, F&& f) {
+  using Stride = Eigen::OuterStride<>;
+  if (info.layout == matrix_layout::row_major)
+    f(Eigen::Map<const RowMajorMatrix<T>, 0, Stride>(p, rows, cols, Stride(info.outer_stride)));
+  else
+    f(Eigen::Map<const ColMajorMatrix<T>, 0, Stride>(p, rows, cols, Stride(info.outer_stride)));
+}
+
+// Element (i, j) of a row- or column-major operand is at p + offset(i, j).
+inline index_t matrix_offset(const matrix_view_info& info, index_t i, index_t j) {
+  return info.layout == matrix_layout::row_major ? i * info.outer_stride + j : i + j * info.outer_stride;
+}
+
+}  // namespace detail
 
 namespace backend {
 
+// ---- the thread pool ---------------------------------------------------------------------------------------
+namespace detail {
+
+// True on pool workers, and on a user thread while it runs chunks of a parallel_for: a parallel_for called
+// from there runs inline instead of waiting for a pool that this very call occupies.
+inline thread_local bool in_parallel_region = false;
+
+// One parallel_for as the pool sees it: chunks [0, chunks) handed out one at a time by `next`.
+struct Job {
+  void (*run)(const void* ctx, index_t chunk) = nullptr;
+  const void* ctx = nullptr;
+  index_t chunks = 0;
+  std::atomic<index_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+
+  // Takes chunks until none is left. After a failure the remaining chunks are skipped, not run: the caller
+  // is about to throw, and the output is not meant to be read.
+  void work() {
+    for (index_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
+         c = next.fetch_add(1, std::memory_order_relaxed)) {
+      if (failed.load(std::memory_order_relaxed)) continue;
+      try {
+        run(ctx, c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed.store(true, std::memory_order_relaxed);
+      }
+    }
+  }
+};
+
+class ThreadPool {
+ public:
+  static ThreadPool& instance() {
+    static ThreadPool pool;
+    return pool;
+  }
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  // Runs job on the calling thread and up to `helpers` workers. Returns false, having run nothing, when
+  // another parallel_for owns the pool: the caller then runs the chunks itself.
+  bool try_run(Job& job, int helpers) {
+    bool expected = false;
+    if (!busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+    struct Release {
+      std::atomic<bool>& busy;
+      ~Release() { busy.store(false, std::memory_order_release); }
+    } release{busy_};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      start_workers(helpers);
+      job_ = &job;
+      helpers_wanted_ = std::min<index_t>(std::min<index_t>(helpers, static_cast<index_t>(workers_.size())),
+                                          job.chunks - 1);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    {
+      const bool outer = in_parallel_region;
+      in_parallel_region = true;
+      job.work();
+      in_parallel_region = outer;
+    }
+    // The job lives on the caller's stack: no worker may still hold it when this returns.
+    std::unique_lock<std::mutex> lock(mutex_);
+    helpers_wanted_ = 0;
+    idle_.wait(lock, [&] { return active_ == 0; });
+    job_ = nullptr;
+    return true;
+  }
+
+ private:
+  // Eigen asks for initParallel() before products run on several threads (it settles its cache-size statics).
+  ThreadPool() { Eigen::initParallel(); }
+
+  // Under mutex_. Workers are only ever added: a smaller set_num_threads leaves the extra ones asleep.
+  void start_workers(int helpers) {
+    while (static_cast<int>(workers_.size()) < helpers) {
+      try {
+        // The generation as of now, not as of when the thread first runs: the job about to be posted is new.
+        workers_.emplace_back([this, seen = generation_.load(std::memory_order_relaxed)] { worker_main(seen); });
+      } catch (const std::system_error&) {
+        break;  // the system refuses more threads: run with those there are
+      }
+    }
+  }
+
+  void worker_main(std::uint64_t seen) {
+    in_parallel_region = true;
+    for (;;) {
+      // Back-to-back products (the layers of a forward pass) follow each other within microseconds: a short
+      // spin saves the futex wake-up, and is short enough not to starve other processes on a shared machine.
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spin_until)
+        for (int i = 0; i < 32; ++i) std::this_thread::yield();
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_relaxed);
+      if (job_ == nullptr || helpers_wanted_ == 0) continue;
+      --helpers_wanted_;
+      ++active_;
+      Job* job = job_;
+      lock.unlock();
+      job->work();
+      lock.lock();
+      if (--active_ == 0) idle_.notify_all();
+    }
+  }
+
+  std::atomic<bool> busy_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::vector<std::thread> workers_;
+  std::atomic<std::uint64_t> generation_{0};
+  Job* job_ = nullptr;
+  index_t helpers_wanted_ = 0;
+  int active_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace detail
+
+// body(begin, end) over the ranges [0, grain), [grain, 2 grain), ... [.., n), on up to get_num_threads()
+// threads. Runs inline, with no thread involved, when there is one range, one thread, or when called from
+// inside another parallel_for. An exception thrown by body reaches the caller (the first one, if several).
+template <class F>
+void parallel_for(index_t n, index_t grain, F&& body) {
+  if (n <= 0) return;
+  grain = std::max<index_t>(grain, 1);
+  const index_t chunks = (n - 1) / grain + 1;
+  const int threads = get_num_threads();
+  if (chunks > 1 && threads > 1 && !detail::in_parallel_region) {
+    struct Context {
+      std::remove_reference_t<F>* body;
+      index_t n, grain;
+    } ctx{&body, n, grain};
+    detail::Job job;
+    job.ctx = &ctx;
+    job.chunks = chunks;
+    job.run = [](const void* p, index_t chunk) {
+      const auto& c = *static_cast<const Context*>(p);
+      const index_t begin = chunk * c.grain;
+      (*c.body)(begin, std::min(c.n, begin + c.grain));
+    };
+    if (detail::ThreadPool::instance().try_run(job, threads - 1)) {
+      if (job.error) std::rethrow_exception(job.error);
+      return;
+    }
+  }
+  for (index_t begin = 0; begin < n; begin += grain) body(begin, std::min(n, begin + grain));
+}
+
+// ---- gemm --------------------------------------------------------------------------------------------------
 enum class Activation { none, relu, gelu_erf, gelu_tanh };
 
 // Applied to each element of c after the product: bias (N) added to every row, then the activation.
@@ -58,31 +286,133 @@ struct Epilogue {
   Activation activation = Activation::none;
 };
 
-// body(begin, end) over disjoint ranges of at most `grain` indices covering [0, n).
-template <class F>
-void parallel_for(index_t n, index_t grain, F&& body) {
-  if (n <= 0) return;
-  grain = std::max<index_t>(grain, 1);
-  for (index_t begin = 0; begin < n; begin += grain) body(begin, std::min(n, begin + grain));
-}
-
 namespace detail {
+
+// The same expressions as nn's GELU and ReLU (libm erf / tanh in T), so that a fused epilogue gives the
+// bits of the unfused layer.
 template <floating_element T>
 T apply_activation(T x, Activation a) {
   switch (a) {
     case Activation::none: return x;
     case Activation::relu: return x > T(0) ? x : T(0);
-    case Activation::gelu_erf: return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+    case Activation::gelu_erf: return x * T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2)));
     case Activation::gelu_tanh: {
-      const T c = static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
-      return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+      const T beta = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2 / pi)
+      return T(0.5) * x * (T(1) + std::tanh(beta * (x + T(0.044715) * x * x * x)));
     }
   }
   return x;
 }
+
+// Below this many multiply-adds a product, or one tile of it, is not worth a thread: waking a worker costs
+// a few microseconds, about what Eigen needs for this much work.
+inline constexpr double gemm_min_tile_work = 1 << 18;
+// Enough tiles to balance a handful of threads of any count; more would only repeat operand packing.
+inline constexpr index_t gemm_max_tiles = 16;
+
+// How the (M, N) output is cut into tiles, each computed by one Eigen product over the whole K. A function
+// of (M, N, K) alone: whichever thread computes a tile, and however many there are, every element of c
+// comes from the same Eigen call on the same operands, hence the same bits.
+struct GemmPlan {
+  index_t m = 0, n = 0, mb = 0, nb = 0, row_blocks = 1, col_blocks = 1;
+  index_t tiles() const { return row_blocks * col_blocks; }
+  double tile_work(index_t k) const { return double(mb) * double(nb) * double(std::max<index_t>(k, 1)); }
+};
+
+template <floating_element T>
+GemmPlan plan_gemm(index_t m, index_t n, index_t k) {
+  // Rows per tile: a multiple of the rows Eigen's micro-kernel computes at once, so that no tile ends in a
+  // partial register block that the whole product would not have had. Columns: whole 64-byte lines of a
+  // row-major c, so that two threads never write the same cache line.
+  constexpr index_t row_multiple = Eigen::internal::gebp_traits<T, T>::mr;
+  constexpr index_t col_multiple = 64 / static_cast<index_t>(sizeof(T));
+  GemmPlan p{m, n, m, n, 1, 1};
+  const double work = double(m) * double(n) * double(std::max<index_t>(k, 1));
+  if (m == 0 || n == 0 || work < 2 * gemm_min_tile_work) return p;
+  const index_t wanted = std::min<index_t>(gemm_max_tiles, static_cast<index_t>(work / gemm_min_tile_work));
+  // Rows first: a row block of a row-major c is one contiguous stretch of memory.
+  p.row_blocks = std::min<index_t>(wanted, (m + row_multiple - 1) / row_multiple);
+  p.mb = ((m + p.row_blocks - 1) / p.row_blocks + row_multiple - 1) / row_multiple * row_multiple;
+  p.row_blocks = (m + p.mb - 1) / p.mb;
+  const index_t col_wanted = std::max<index_t>(1, wanted / p.row_blocks);
+  p.col_blocks = std::min<index_t>(col_wanted, (n + col_multiple - 1) / col_multiple);
+  p.nb = ((n + p.col_blocks - 1) / p.col_blocks + col_multiple - 1) / col_multiple * col_multiple;
+  p.col_blocks = (n + p.nb - 1) / p.nb;
+  return p;
+}
+
+// A row- or column-major 2-D operand in place.
+template <typename T>
+struct MatrixOperand {
+  const T* data;
+  eigenformer::detail::matrix_view_info info;
+};
+
+// c tile `tile` of plan: c = act(alpha * a b + beta * c + bias) on rows [r0, r1) x cols [c0, c1), while
+// the tile is in cache.
+template <floating_element T>
+void gemm_tile(const GemmPlan& p, index_t tile, index_t k, const MatrixOperand<T>& a, const MatrixOperand<T>& b,
+               T* c, index_t ldc, T alpha, T beta, const T* bias, Activation act) {
+  const index_t r0 = (tile / p.col_blocks) * p.mb, r1 = std::min(p.m, r0 + p.mb);
+  const index_t c0 = (tile % p.col_blocks) * p.nb, c1 = std::min(p.n, c0 + p.nb);
+  const index_t rows = r1 - r0, cols = c1 - c0;
+  using Out = Eigen::Map<eigenformer::detail::RowMajorMatrix<T>, 0, Eigen::OuterStride<>>;
+  Out o(c + r0 * ldc + c0, rows, cols, Eigen::OuterStride<>(ldc));
+  if (k == 0) {
+    if (beta == T(0)) o.setZero();
+    else if (beta != T(1)) o *= beta;
+  } else {
+    eigenformer::detail::with_matrix_map(a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), rows, k, a.info,
+                                         [&](const auto& am) {
+      eigenformer::detail::with_matrix_map(b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), k, cols,
+                                           b.info, [&](const auto& bm) {
+        if (beta == T(0)) {
+          if (alpha == T(1)) o.noalias() = am * bm;
+          else o.noalias() = alpha * (am * bm);
+        } else {
+          if (beta != T(1)) o *= beta;
+          if (alpha == T(1)) o.noalias() += am * bm;
+          else o.noalias() += alpha * (am * bm);
+        }
+      });
+    });
+  }
+  if (bias == nullptr && act == Activation::none) return;
+  for (index_t i = 0; i < rows; ++i) {
+    T* row = c + (r0 + i) * ldc + c0;
+    if (bias) {
+      const T* bj = bias + c0;
+      for (index_t j = 0; j < cols; ++j) row[j] += bj[j];
+    }
+    switch (act) {  // one loop per activation, so that relu and the bias add vectorise
+      case Activation::none: break;
+      case Activation::relu:
+        for (index_t j = 0; j < cols; ++j) row[j] = apply_activation(row[j], Activation::relu);
+        break;
+      case Activation::gelu_erf:
+        for (index_t j = 0; j < cols; ++j) row[j] = apply_activation(row[j], Activation::gelu_erf);
+        break;
+      case Activation::gelu_tanh:
+        for (index_t j = 0; j < cols; ++j) row[j] = apply_activation(row[j], Activation::gelu_tanh);
+        break;
+    }
+  }
+}
+
+// A row- or column-major view of t, or of a contiguous copy when t is strided both ways. `keep` holds the
+// copy alive.
+template <typename T>
+MatrixOperand<T> matrix_operand(const Tensor<T, 2>& t, Tensor<T, 2>& keep) {
+  auto info = eigenformer::detail::classify(t.shape()[0], t.shape()[1], t.strides()[0], t.strides()[1]);
+  if (info.layout != eigenformer::detail::matrix_layout::strided) return {t.data(), info};
+  keep = t.contiguous();
+  return {keep.data(), eigenformer::detail::classify(t.shape()[0], t.shape()[1], keep.strides()[0], keep.strides()[1])};
+}
+
 }  // namespace detail
 
 // c = act(alpha * a b + beta * c + bias). Throws shape_error naming all three shapes when they disagree.
+// c must not overlap a or b. With beta == 0, c's old contents are ignored (NaN included), as in BLAS.
 template <floating_element T>
 void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha = T(1), T beta = T(0),
           const Epilogue<T>& epilogue = {}) {
@@ -96,38 +426,17 @@ void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha
   if (n > 1 && c.strides()[1] != 1)
     throw shape_error("gemm: the output " + shape_string(c.shape()) + " needs unit column stride");
   if (m == 0 || n == 0) return;
-  using Out = Eigen::Map<eigenformer::detail::RowMajorMatrix<T>, 0, Eigen::OuterStride<>>;
-  Out o(c.data(), m, n, Eigen::OuterStride<>(m == 1 ? n : c.strides()[0]));
-  if (beta == T(0)) o.setZero();
-  else if (beta != T(1)) o *= beta;
-  if (k > 0) {
-    const auto ac = eigenformer::detail::classify(m, k, a.strides()[0], a.strides()[1]).layout ==
-                            eigenformer::detail::matrix_layout::strided
-                        ? a.contiguous()
-                        : a;
-    const auto bc = eigenformer::detail::classify(k, n, b.strides()[0], b.strides()[1]).layout ==
-                            eigenformer::detail::matrix_layout::strided
-                        ? b.contiguous()
-                        : b;
-    const auto ai = eigenformer::detail::classify(m, k, ac.strides()[0], ac.strides()[1]);
-    const auto bi = eigenformer::detail::classify(k, n, bc.strides()[0], bc.strides()[1]);
-    eigenformer::detail::with_matrix_map(ac.data(), m, k, ai, [&](const auto& am) {
-      eigenformer::detail::with_matrix_map(bc.data(), k, n, bi, [&](const auto& bm) {
-        if (alpha == T(1)) o.noalias() += am * bm;
-        else o.noalias() += alpha * (am * bm);
-      });
-    });
-  }
-  if (epilogue.bias || epilogue.activation != Activation::none) {
-    const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<T, 1>();
-    const T* bias = epilogue.bias ? bias_values.data() : nullptr;
-    for (index_t i = 0; i < m; ++i)
-      for (index_t j = 0; j < n; ++j) {
-        T v = o(i, j);
-        if (bias) v += bias[j];
-        o(i, j) = detail::apply_activation(v, epilogue.activation);
-      }
-  }
+  Tensor<T, 2> a_copy, b_copy;
+  const auto ao = detail::matrix_operand(a, a_copy);
+  const auto bo = detail::matrix_operand(b, b_copy);
+  const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<T, 1>();
+  const T* bias = epilogue.bias ? bias_values.data() : nullptr;
+  const index_t ldc = m == 1 ? n : c.strides()[0];
+  const auto plan = detail::plan_gemm<T>(m, n, k);
+  parallel_for(plan.tiles(), 1, [&](index_t begin, index_t end) {
+    for (index_t t = begin; t < end; ++t)
+      detail::gemm_tile(plan, t, k, ao, bo, c.data(), ldc, alpha, beta, bias, epilogue.activation);
+  });
 }
 
 // A fresh (M, N) result.

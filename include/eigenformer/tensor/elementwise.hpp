@@ -8,11 +8,43 @@
 #include <limits>
 #include <tuple>
 
+#include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/creation.hpp"
 
 namespace eigenformer {
 
 namespace detail {
+
+// Elements per parallel_for chunk of an element-wise loop: tens of microseconds of work, so that a chunk is
+// worth a thread and anything smaller (the tutorials' 6 x 3 tensors) is one chunk, run inline. A multiple
+// of every SIMD width, so that chunks start on the same alignment as the whole array would and Eigen
+// takes the same vector path for each element.
+inline constexpr index_t elementwise_grain = 1 << 15;
+
+// for_each_row restricted to rows [first, last) of the walk, for one parallel_for chunk: the odometer starts
+// from row `first`'s index instead of 0.
+template <std::size_t R, std::size_t N, class F>
+void for_each_row_range(const Shape<R>& shape, const std::array<Shape<R>, N>& strides, index_t first, index_t last,
+                        F&& f) {
+  static_assert(R >= 2);
+  Shape<R> idx{};
+  std::array<index_t, N> off{};
+  for (index_t rest = first, d = static_cast<index_t>(R) - 2; d >= 0; --d) {
+    idx[d] = rest % shape[d];
+    rest /= shape[d];
+    for (std::size_t k = 0; k < N; ++k) off[k] += idx[d] * strides[k][d];
+  }
+  for (index_t row = first; row < last; ++row) {
+    f(off);
+    for (std::size_t d = R - 1; d-- > 0;) {
+      ++idx[d];
+      for (std::size_t k = 0; k < N; ++k) off[k] += strides[k][d];
+      if (idx[d] < shape[d]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
 
 constexpr std::size_t max_rank(std::initializer_list<std::size_t> ranks) {
   std::size_t r = 0;
@@ -69,15 +101,17 @@ Tensor<Out, max_rank({Rs...})> broadcast_map(std::string_view op, F f, const Ten
   if (((same_shape(ts.shape(), shape) && ts.is_contiguous()) && ...)) {
     // Same shape, contiguous: one flat loop the compiler vectorises.
     std::tuple<const Ts*...> p{ts.data()...};
-    std::apply([&](auto... ptr) {
-      for (index_t i = 0; i < n; ++i) o[i] = f(ptr[i]...);
-    }, p);
+    backend::parallel_for(n, elementwise_grain, [&](index_t begin, index_t end) {
+      std::apply([&](auto... ptr) {
+        for (index_t i = begin; i < end; ++i) o[i] = f(ptr[i]...);
+      }, p);
+    });
     return out;
   }
   const std::array<Shape<R>, N + 1> strides{out.strides(), broadcast_strides<R>(ts.shape(), ts.strides())...};
   const std::tuple<const Ts*...> ptrs{ts.data()...};
   const index_t inner = inner_size(shape);
-  for_each_row<R, N + 1>(shape, strides, [&](const std::array<index_t, N + 1>& off) {
+  auto row = [&](const std::array<index_t, N + 1>& off) {
     std::apply([&](auto... ptr) {
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         Out* orow = o + off[0];
@@ -88,7 +122,17 @@ Tensor<Out, max_rank({Rs...})> broadcast_map(std::string_view op, F f, const Ten
         }
       }(std::index_sequence_for<Ts...>{});
     }, ptrs);
-  });
+  };
+  if constexpr (R >= 2) {
+    if (n > elementwise_grain && inner > 0) {
+      const index_t rows = n / inner;
+      backend::parallel_for(rows, std::max<index_t>(1, elementwise_grain / inner), [&](index_t begin, index_t end) {
+        for_each_row_range<R, N + 1>(shape, strides, begin, end, row);
+      });
+      return out;
+    }
+  }
+  for_each_row<R, N + 1>(shape, strides, row);
   return out;
 }
 
@@ -98,7 +142,9 @@ Tensor<T, R> eigen_unary(const Tensor<T, R>& x, F f) {
   const auto xc = x.contiguous();
   auto out = Tensor<T, R>::empty(x.shape());
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-  Eigen::Map<Arr, Eigen::Aligned64>(out.data(), out.numel()) = f(Eigen::Map<const Arr>(xc.data(), xc.numel()));
+  backend::parallel_for(out.numel(), elementwise_grain, [&](index_t begin, index_t end) {
+    Eigen::Map<Arr>(out.data() + begin, end - begin) = f(Eigen::Map<const Arr>(xc.data() + begin, end - begin));
+  });
   return out;
 }
 
@@ -106,7 +152,15 @@ template <typename T, std::size_t R, class F>
 Tensor<T, R> scalar_unary(const Tensor<T, R>& x, F f) {
   auto out = Tensor<T, R>::empty(x.shape());
   T* o = out.data();
-  x.for_each_value([&](const T& v) { *o++ = f(v); });
+  if (out.numel() <= elementwise_grain) {
+    x.for_each_value([&](const T& v) { *o++ = f(v); });
+    return out;
+  }
+  const auto xc = x.contiguous();
+  const T* p = xc.data();
+  backend::parallel_for(out.numel(), elementwise_grain, [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i) o[i] = f(p[i]);
+  });
   return out;
 }
 

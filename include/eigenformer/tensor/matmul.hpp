@@ -1,4 +1,5 @@
-// matmul with torch.matmul's rank rules, every product computed by Eigen's GEMM on maps of the operands.
+// matmul with torch.matmul's rank rules, every product computed through backend::gemm's tiles (Eigen's
+// GEMM per tile, threaded by backend::parallel_for), so there is one product path in the library.
 //
 //   1-D x 1-D  -> 0-d (dot)            2-D x 2-D -> 2-D
 //   1-D x n-D  -> a row vector, squeezed    n-D x 1-D -> a column vector, squeezed
@@ -9,43 +10,14 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <vector>
 
+#include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/creation.hpp"
 
 namespace eigenformer {
 
 namespace detail {
-
-template <typename T>
-using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ColMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-
-// How the last two dims of an operand lie in memory.
-enum class matrix_layout { row_major, col_major, strided };
-
-struct matrix_view_info {
-  matrix_layout layout;
-  index_t outer_stride;
-};
-
-inline matrix_view_info classify(index_t rows, index_t cols, index_t rs, index_t cs) {
-  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols))
-    return {matrix_layout::row_major, rows == 1 ? std::max<index_t>(cols, 1) : rs};
-  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows))
-    return {matrix_layout::col_major, cols == 1 ? std::max<index_t>(rows, 1) : cs};
-  return {matrix_layout::strided, 0};
-}
-
-// Calls f(map) with an Eigen map of the rows x cols matrix at p, of the given layout.
-template <typename T, class F>
-void with_matrix_map(const T* p, index_t rows, index_t cols, const matrix_view_info& info, F&& f) {
-  using Stride = Eigen::OuterStride<>;
-  if (info.layout == matrix_layout::row_major)
-    f(Eigen::Map<const RowMajorMatrix<T>, 0, Stride>(p, rows, cols, Stride(info.outer_stride)));
-  else
-    f(Eigen::Map<const ColMajorMatrix<T>, 0, Stride>(p, rows, cols, Stride(info.outer_stride)));
-}
 
 // t viewed with R - Rt leading dims of size 1 (stride 0): a view, even of a transposed operand.
 template <std::size_t R, typename T, std::size_t Rt>
@@ -95,7 +67,6 @@ Tensor<T, R> batched_matmul(const Tensor<T, R>& a_in, const Tensor<T, R>& b_in, 
   const auto ainfo = a_prepared.second;
   const auto binfo = b_prepared.second;
 
-  using OutMap = Eigen::Map<RowMajorMatrix<T>, Eigen::Aligned64>;
   // b shared by every batch (a Linear layer's weight) and a contiguous: one GEMM over all batch rows.
   bool b_shared = true;
   for (std::size_t i = 0; i + 2 < R; ++i) b_shared = b_shared && (b.shape()[i] == 1 || b.strides()[i] == 0);
@@ -103,27 +74,38 @@ Tensor<T, R> batched_matmul(const Tensor<T, R>& a_in, const Tensor<T, R>& b_in, 
   for (std::size_t i = 0; i + 2 < R; ++i) a_fills_batch = a_fills_batch && a.shape()[i] == out_shape[i];
   if (b_shared && a_fills_batch) {
     const index_t rows = out.numel() / n;
-    OutMap o(out.data(), rows, n);
-    with_matrix_map(b.data(), k, n, binfo, [&](const auto& bm) {
-      o.noalias() = Eigen::Map<const RowMajorMatrix<T>>(a.data(), rows, k) * bm;
-    });
+    Tensor<T, 2> a2(a.storage(), const_cast<T*>(a.data()), Shape<2>{rows, k}, Shape<2>{k, 1});
+    Tensor<T, 2> b2(b.storage(), const_cast<T*>(b.data()), Shape<2>{k, n}, Shape<2>{b.strides()[R - 2], b.strides()[R - 1]});
+    Tensor<T, 2> o2(out.storage(), out.data(), Shape<2>{rows, n}, Shape<2>{n, 1});
+    backend::gemm(a2, b2, o2);
     return out;
   }
 
+  // Batch entries in row-major order with their operand offsets, so that any thread can take any entry.
   const auto sa = broadcast_strides<R>(a.shape(), a.strides());
   const auto sb = broadcast_strides<R>(b.shape(), b.strides());
   Shape<R> batch_shape = out_shape;
   batch_shape[R - 2] = batch_shape[R - 1] = 1;
   const std::array<Shape<R>, 2> strides{sa, sb};
-  index_t batch = 0;
-  // Each "row" of this walk is one batch entry (the last two dims are 1), so off = batch offsets.
-  for_each_row<R, 2>(batch_shape, strides, [&](const std::array<index_t, 2>& off) {
-    // Only the first batch entry starts on the 64-byte boundary of the buffer: this map is unaligned.
-    Eigen::Map<RowMajorMatrix<T>> o(out.data() + batch * m * n, m, n);
-    with_matrix_map(a.data() + off[0], m, k, ainfo, [&](const auto& am) {
-      with_matrix_map(b.data() + off[1], k, n, binfo, [&](const auto& bm) { o.noalias() = am * bm; });
-    });
-    ++batch;
+  std::vector<std::array<index_t, 2>> offsets;
+  offsets.reserve(static_cast<std::size_t>(out.numel() / (m * n)));
+  for_each_row<R, 2>(batch_shape, strides, [&](const std::array<index_t, 2>& off) { offsets.push_back(off); });
+
+  // Work items are (batch entry, tile) pairs; small products are grouped so that each chunk is worth a
+  // thread. Both the tiles and the grouping depend on the shapes only.
+  const auto plan = backend::detail::plan_gemm<T>(m, n, k);
+  const index_t tiles = plan.tiles();
+  const index_t items = static_cast<index_t>(offsets.size()) * tiles;
+  const index_t grain = std::max<index_t>(
+      1, static_cast<index_t>(backend::detail::gemm_min_tile_work / (double(m) * double(n) * double(k) / double(tiles))));
+  const backend::detail::MatrixOperand<T> ao{a.data(), ainfo}, bo{b.data(), binfo};
+  backend::parallel_for(items, grain, [&](index_t begin, index_t end) {
+    for (index_t item = begin; item < end; ++item) {
+      const index_t batch = item / tiles;
+      const auto& off = offsets[static_cast<std::size_t>(batch)];
+      backend::detail::gemm_tile<T>(plan, item % tiles, k, {ao.data + off[0], ao.info}, {bo.data + off[1], bo.info},
+                                    out.data() + batch * m * n, n, T(1), T(0), nullptr, backend::Activation::none);
+    }
   });
   return out;
 }

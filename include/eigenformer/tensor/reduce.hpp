@@ -11,6 +11,7 @@
 #include <concepts>
 #include <limits>
 
+#include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/elementwise.hpp"
 
 namespace eigenformer {
@@ -46,6 +47,14 @@ Shape<R - 1> drop_dim(const Shape<R>& s, std::size_t d) {
   return out;
 }
 
+// Lanes per parallel_for chunk: about `reduce_grain_elements` elements each, so that a chunk is worth waking a
+// thread for and a small tensor (the tutorials' 6 x 3) stays one chunk, run inline. Each lane is reduced whole
+// by one thread: the grouping changes who computes a lane, never how.
+inline constexpr index_t reduce_grain_elements = 1 << 15;
+inline index_t lanes_per_chunk(index_t lane_length) {
+  return std::max<index_t>(1, reduce_grain_elements / std::max<index_t>(lane_length, 1));
+}
+
 template <typename T>
 using strided_lane = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
 
@@ -60,8 +69,13 @@ Tensor<Out, R> reduce_lanes(std::string_view op, const Tensor<T, R>& x, index_t 
   auto out = Tensor<Out, R>::empty(out_shape);
   const T* p = xc.data();
   Out* o = out.data();
-  for (index_t a = 0; a < l.outer; ++a)
-    for (index_t i = 0; i < l.inner; ++i) o[a * l.inner + i] = f(p + a * l.n * l.inner + i, l.n, l.inner);
+  // Lane number q = a * inner + i, so o[q] is the lane's output.
+  backend::parallel_for(l.outer * l.inner, lanes_per_chunk(l.n), [&](index_t begin, index_t end) {
+    for (index_t q = begin; q < end; ++q) {
+      const index_t a = q / l.inner, i = q % l.inner;
+      o[q] = f(p + a * l.n * l.inner + i, l.n, l.inner);
+    }
+  });
   return out;
 }
 
@@ -200,8 +214,9 @@ Tensor<T, R> softmax_impl(std::string_view op, const Tensor<T, R>& x, index_t di
   const auto l = lanes_of(xc.shape(), d);
   auto out = Tensor<T, R>::empty(xc.shape());
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-  for (index_t a = 0; a < l.outer; ++a) {
-    for (index_t i = 0; i < l.inner; ++i) {
+  backend::parallel_for(l.outer * l.inner, lanes_per_chunk(l.n), [&](index_t begin, index_t end) {
+    for (index_t q = begin; q < end; ++q) {
+      const index_t a = q / l.inner, i = q % l.inner;
       const index_t base = a * l.n * l.inner + i;
       if (l.inner == 1) {  // softmax over the last dim, the attention case: unit stride, vectorised
         softmax_lane<Log>(Eigen::Map<const Arr>(xc.data() + base, l.n), Eigen::Map<Arr>(out.data() + base, l.n));
@@ -211,7 +226,7 @@ Tensor<T, R> softmax_impl(std::string_view op, const Tensor<T, R>& x, index_t di
                           Eigen::Map<Arr, 0, Eigen::InnerStride<>>(out.data() + base, l.n, st));
       }
     }
-  }
+  });
   return out;
 }
 

@@ -1,0 +1,425 @@
+// The compute backend: gemm against a double-precision triple loop for every operand layout, alpha/beta,
+// bias and activation; results bit-identical for every thread count (gemm, matmul, softmax, reductions);
+// several user threads sharing the pool; parallel_for's ranges, nesting and exceptions; set_num_threads.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <numbers>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "support/fixtures.hpp"
+
+namespace {
+
+using namespace eftest;
+namespace be = ef::backend;
+
+// Restores the thread count a test changed, whatever way the test ends.
+struct ThreadCountGuard {
+  int saved = ef::get_num_threads();
+  ~ThreadCountGuard() { ef::set_num_threads(saved); }
+};
+
+// Values in [-1, 1) from a fixed linear congruential stream: reproducible, no dependence on the library's
+// own generators.
+template <typename T, std::size_t R>
+ef::Tensor<T, R> uniform(const ef::Shape<R>& shape, std::uint64_t seed) {
+  auto t = ef::Tensor<T, R>::empty(shape);
+  std::uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (index_t i = 0; i < t.numel(); ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    t.data()[i] = static_cast<T>(static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+  return t;
+}
+
+// The bytes of a tensor's elements in row-major order: equal vectors mean bit-identical results (a NaN or
+// a -0 would not hide behind ==).
+template <typename T, std::size_t R>
+std::vector<unsigned char> bits(const ef::Tensor<T, R>& t) {
+  const auto v = t.contiguous();
+  std::vector<unsigned char> out(static_cast<std::size_t>(v.numel()) * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+double act_ref(double x, be::Activation a) {
+  switch (a) {
+    case be::Activation::none: return x;
+    case be::Activation::relu: return x > 0 ? x : 0;
+    case be::Activation::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2));
+    case be::Activation::gelu_tanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
+
+const char* act_name(be::Activation a) {
+  switch (a) {
+    case be::Activation::none: return "none";
+    case be::Activation::relu: return "relu";
+    case be::Activation::gelu_erf: return "gelu_erf";
+    case be::Activation::gelu_tanh: return "gelu_tanh";
+  }
+  return "?";
+}
+
+// The operand a (rows x cols) in one of three layouts with the same values: row-major, a transposed view
+// of a column-major buffer (read in place), and a view strided both ways (copied by gemm).
+enum class Layout { row_major, transposed, strided };
+template <typename T>
+ef::Tensor<T, 2> in_layout(const ef::Tensor<T, 2>& a, Layout layout) {
+  const index_t rows = a.size(0), cols = a.size(1);
+  switch (layout) {
+    case Layout::row_major: return a;
+    case Layout::transposed: return a.t().contiguous().t();
+    case Layout::strided: {
+      auto wide = ef::Tensor<T, 2>(ef::Shape<2>{rows * 2, cols * 3});
+      auto view = wide.slice(0, 0, rows * 2, 2).slice(1, 0, cols * 3, 3);
+      for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j) view(i, j) = a(i, j);
+      return view;
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("backend: Eigen does not thread products itself") {
+  // Eigen's OpenMP path would split each tile a second time, across threads the pool does not manage.
+  CHECK(Eigen::nbThreads() == 1);
+}
+
+// Error bound for an element: a K-term dot product in floating point (any summation order, FMA or not)
+// is within gamma_{K+2} * sum_k |a_ik b_kj| of the exact value (Higham, Accuracy and Stability, 3.1), with
+// gamma_n = n u / (1 - n u); +2 for alpha's scaling and the beta * c / bias additions, bounded by the same
+// sum of magnitudes plus |beta c| + |bias|. The activations are at most 1.13-Lipschitz (GELU's slope
+// peaks at 1.13) and libm's erf/tanh in T add a few ulp of the result. Any mistake in layout, scaling or
+// epilogue order is O(1) and far outside this.
+TEST_CASE_TEMPLATE("backend: gemm equals a double-precision product for every layout, alpha/beta, bias and activation",
+                   T, float, double) {
+  ThreadCountGuard guard;
+  ef::set_num_threads(2);
+  const double u = std::numeric_limits<T>::epsilon() / 2;
+  // A small product (one tile) and one large enough to be cut into several tiles.
+  for (auto [m, k, n] : {std::array<index_t, 3>{7, 5, 9}, std::array<index_t, 3>{131, 67, 97}}) {
+    const auto a0 = uniform<T>(ef::Shape<2>{m, k}, 1);
+    const auto b0 = uniform<T>(ef::Shape<2>{k, n}, 2);
+    const auto c0 = uniform<T>(ef::Shape<2>{m, n}, 3);
+    const auto bias = uniform<T>(ef::Shape<1>{n}, 4);
+    for (auto la : {Layout::row_major, Layout::transposed, Layout::strided})
+      for (auto lb : {Layout::row_major, Layout::transposed, Layout::strided})
+        for (auto [alpha, beta] : {std::pair<T, T>{1, 0}, std::pair<T, T>{T(-0.75), T(1)}, std::pair<T, T>{2, T(0.5)}})
+          for (bool with_bias : {false, true})
+            for (auto act : {be::Activation::none, be::Activation::relu, be::Activation::gelu_erf,
+                             be::Activation::gelu_tanh}) {
+              CAPTURE(m);
+              CAPTURE(static_cast<int>(la));
+              CAPTURE(static_cast<int>(lb));
+              CAPTURE(alpha);
+              CAPTURE(beta);
+              CAPTURE(with_bias);
+              CAPTURE(act_name(act));
+              const auto a = in_layout(a0, la);
+              const auto b = in_layout(b0, lb);
+              auto c = c0.clone();
+              be::gemm(a, b, c, alpha, beta, {with_bias ? &bias : nullptr, act});
+              const double gamma = (k + 2) * u / (1 - (k + 2) * u);
+              double worst = 0;  // the largest error as a fraction of its bound
+              for (index_t i = 0; i < m; ++i)
+                for (index_t j = 0; j < n; ++j) {
+                  double dot = 0, mag = 0;
+                  for (index_t p = 0; p < k; ++p) {
+                    dot += double(a0(i, p)) * double(b0(p, j));
+                    mag += std::abs(double(a0(i, p)) * double(b0(p, j)));
+                  }
+                  double pre = double(alpha) * dot + double(beta) * double(c0(i, j));
+                  double pre_mag = std::abs(double(alpha)) * mag + std::abs(double(beta) * double(c0(i, j)));
+                  if (with_bias) {
+                    pre += double(bias(j));
+                    pre_mag += std::abs(double(bias(j)));
+                  }
+                  const double ref = act_ref(pre, act);
+                  const double bound = 1.13 * gamma * pre_mag + 4 * u * std::abs(ref) + 4 * std::numeric_limits<T>::min();
+                  worst = std::max(worst, std::abs(double(c(i, j)) - ref) / bound);
+                }
+              CHECK(worst <= 1.0);
+            }
+  }
+}
+
+TEST_CASE("backend: gemm's fresh-result form, k = 0, and its shape errors") {
+  const auto a = uniform<float>(ef::Shape<2>{3, 4}, 5);
+  const auto b = uniform<float>(ef::Shape<2>{4, 2}, 6);
+  const auto bias = ef::Tensor<float, 1>{0.5f, -0.25f};
+  const auto c = be::gemm(a, b, {&bias, be::Activation::none});
+  auto c2 = ef::Tensor<float, 2>::empty(ef::Shape<2>{3, 2});
+  be::gemm(a, b, c2);
+  for (index_t i = 0; i < 3; ++i)
+    for (index_t j = 0; j < 2; ++j) CHECK(c(i, j) == c2(i, j) + bias(j));
+  // An empty inner dimension: the product is zero, the epilogue still applies.
+  const auto e = be::gemm(ef::Tensor<float, 2>::empty(ef::Shape<2>{3, 0}), ef::Tensor<float, 2>::empty(ef::Shape<2>{0, 2}),
+                          {&bias, be::Activation::relu});
+  CHECK(e.to_vector() == std::vector<float>{0.5f, 0, 0.5f, 0, 0.5f, 0});
+
+  auto wrong = ef::Tensor<float, 2>::empty(ef::Shape<2>{3, 3});
+  CHECK_THROWS_WITH_AS(be::gemm(a, b, wrong), "gemm: [3, 4] x [4, 2] -> [3, 3]: shapes do not agree", ef::shape_error);
+  CHECK_THROWS_WITH_AS(be::gemm(a, a), "gemm: [3, 4] x [3, 4] -> [3, 4]: shapes do not agree", ef::shape_error);
+  const auto bias3 = ef::Tensor<float, 1>{1, 2, 3};
+  CHECK_THROWS_WITH_AS(be::gemm(a, b, {&bias3, be::Activation::none}),
+                       "gemm: bias [3] does not match the 2 output columns", ef::shape_error);
+  auto strided_out = ef::Tensor<float, 2>::empty(ef::Shape<2>{2, 3}).t();
+  CHECK_THROWS_WITH_AS(be::gemm(a, b, strided_out), "gemm: the output [3, 2] needs unit column stride",
+                       ef::shape_error);
+}
+
+TEST_CASE_TEMPLATE("backend: gemm, matmul, softmax and reductions are bit-identical for 1 to 4 threads", T, float,
+                   double) {
+  ThreadCountGuard guard;
+  const auto a = uniform<T>(ef::Shape<2>{257, 129}, 7);
+  const auto b = uniform<T>(ef::Shape<2>{129, 65}, 8);
+  const auto wt = uniform<T>(ef::Shape<2>{65, 129}, 9);  // (out, in): used as wt.t(), read in place
+  const auto bias = uniform<T>(ef::Shape<1>{65}, 10);
+  const auto c_in = uniform<T>(ef::Shape<2>{257, 65}, 11);
+  const auto x = uniform<T>(ef::Shape<3>{3, 67, 45}, 12);
+  const auto qa = uniform<T>(ef::Shape<4>{3, 1, 67, 45}, 13);
+  const auto qb = uniform<T>(ef::Shape<4>{1, 5, 71, 45}, 14);  // used transposed: (1, 5, 45, 71)
+  const auto s = uniform<T>(ef::Shape<3>{5, 129, 257}, 15) * 20.0;
+  const auto v = uniform<T>(ef::Shape<1>{129}, 16);
+  const auto long_a = uniform<T>(ef::Shape<2>{97, 1031}, 17);
+  const auto long_b = uniform<T>(ef::Shape<2>{1031, 83}, 18);
+
+  auto run = [&] {
+    std::vector<std::vector<unsigned char>> r;
+    r.push_back(bits(be::gemm(a, b, {&bias, be::Activation::gelu_tanh})));
+    r.push_back(bits(be::gemm(a, wt.t(), {&bias, be::Activation::gelu_erf})));
+    auto c = c_in.clone();
+    be::gemm(a.t().contiguous().t(), b, c, T(0.5), T(-1.5), {nullptr, be::Activation::relu});
+    r.push_back(bits(c));
+    r.push_back(bits(ef::matmul(a, b)));
+    r.push_back(bits(ef::matmul(long_a, long_b)));                    // K long enough for Eigen to split it
+    r.push_back(bits(ef::matmul(x, wt.narrow(1, 0, 45).t())));        // 3-D x 2-D: one gemm over all rows
+    r.push_back(bits(ef::matmul(qa, qb.transpose(-2, -1))));          // batched, both batch dims broadcast
+    r.push_back(bits(ef::matmul(x.transpose(-2, -1), x)));            // batched, transposed left operand
+    r.push_back(bits(ef::matmul(v, b)));                              // 1-D x 2-D
+    r.push_back(bits(ef::matmul(a, v)));                              // 2-D x 1-D
+    r.push_back(bits(ef::softmax(s, -1)));
+    r.push_back(bits(ef::softmax(s, 1)));                             // strided lanes
+    r.push_back(bits(ef::log_softmax(s, -1)));
+    r.push_back(bits(ef::sum(s, -1)));
+    r.push_back(bits(ef::var(s, 1)));
+    r.push_back(bits(s + v.narrow(0, 0, 129).unsqueeze(1)));          // broadcast rows
+    r.push_back(bits(s.transpose(1, 2) - s.select(0, 0).t()));        // strided operands
+    r.push_back(bits(ef::exp(s * 0.1)));                              // Eigen's vectorised path
+    r.push_back(bits(ef::erf(s.transpose(0, 2))));                    // libm per element, strided input
+    return r;
+  };
+  ef::set_num_threads(1);
+  const auto serial = run();
+  for (int threads : {2, 3, 4}) {
+    CAPTURE(threads);
+    ef::set_num_threads(threads);
+    const auto threaded = run();
+    REQUIRE(threaded.size() == serial.size());
+    for (std::size_t i = 0; i < serial.size(); ++i) {
+      CAPTURE(i);
+      CHECK(threaded[i] == serial[i]);
+    }
+  }
+  // Threaded matmul is still the product: the single-thread run equals the plain Eigen product to rounding.
+  ef::set_num_threads(4);
+  const auto p = ef::matmul(a, b);
+  const auto ref = (ef::as_matrix(a) * ef::as_matrix(b)).eval();
+  for (index_t i = 0; i < 257; i += 16)
+    for (index_t j = 0; j < 65; j += 8) CHECK(double(p(i, j)) == doctest::Approx(double(ref(i, j))).epsilon(1e-4));
+}
+
+TEST_CASE("backend: parallel_for's ranges depend on n and grain only, and workers take part") {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 4}) {
+    CAPTURE(threads);
+    ef::set_num_threads(threads);
+    std::mutex mu;
+    std::set<std::pair<index_t, index_t>> ranges;
+    ef::backend::parallel_for(10, 3, [&](index_t begin, index_t end) {
+      std::lock_guard<std::mutex> lock(mu);
+      ranges.insert({begin, end});
+    });
+    CHECK(ranges == std::set<std::pair<index_t, index_t>>{{0, 3}, {3, 6}, {6, 9}, {9, 10}});
+  }
+  // Nothing to do, and a grain below 1 read as 1.
+  int calls = 0;
+  ef::backend::parallel_for(0, 4, [&](index_t, index_t) { ++calls; });
+  CHECK(calls == 0);
+  ef::set_num_threads(1);
+  ef::backend::parallel_for(3, 0, [&](index_t b, index_t e) { calls += static_cast<int>(e - b); });
+  CHECK(calls == 3);
+
+  // With 4 threads and chunks that take a while, more than one thread runs them (the pool is used), and one
+  // chunk runs on the calling thread with no pool at all.
+  ef::set_num_threads(4);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  ef::backend::parallel_for(32, 1, [&](index_t, index_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  CHECK(ids.size() > 1);
+  std::thread::id single;
+  ef::backend::parallel_for(5, 8, [&](index_t, index_t) { single = std::this_thread::get_id(); });
+  CHECK(single == std::this_thread::get_id());
+}
+
+TEST_CASE("backend: a parallel_for inside a chunk runs inline on that chunk's thread") {
+  ThreadCountGuard guard;
+  ef::set_num_threads(3);
+  std::atomic<int> mismatches{0}, inner_total{0};
+  ef::backend::parallel_for(12, 1, [&](index_t, index_t) {
+    const auto outer = std::this_thread::get_id();
+    ef::backend::parallel_for(40, 1, [&](index_t b, index_t e) {
+      if (std::this_thread::get_id() != outer) ++mismatches;
+      inner_total += static_cast<int>(e - b);
+    });
+  });
+  CHECK(mismatches == 0);
+  CHECK(inner_total == 12 * 40);
+  // A gemm inside a chunk (the nn layers call gemm from their own loops) gives the usual bits.
+  const auto a = uniform<float>(ef::Shape<2>{200, 150}, 17);
+  const auto b = uniform<float>(ef::Shape<2>{150, 90}, 18);
+  const auto outside = bits(be::gemm(a, b));
+  std::vector<std::vector<unsigned char>> inside(4);
+  ef::backend::parallel_for(4, 1, [&](index_t i, index_t) { inside[static_cast<std::size_t>(i)] = bits(be::gemm(a, b)); });
+  for (const auto& r : inside) CHECK(r == outside);
+}
+
+TEST_CASE("backend: an exception thrown by a chunk reaches the caller, and the pool stays usable") {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 4}) {
+    CAPTURE(threads);
+    ef::set_num_threads(threads);
+    std::atomic<int> ran{0};
+    CHECK_THROWS_WITH_AS(ef::backend::parallel_for(100, 1,
+                                                   [&](index_t b, index_t) {
+                                                     ++ran;
+                                                     if (b == 37) throw std::runtime_error("chunk 37 failed");
+                                                   }),
+                         "chunk 37 failed", std::runtime_error);
+    CHECK(ran >= 1);
+    // Thrown from a nested parallel_for, on whichever thread.
+    CHECK_THROWS_AS(ef::backend::parallel_for(8, 1,
+                                              [&](index_t b, index_t) {
+                                                ef::backend::parallel_for(8, 1, [&](index_t ib, index_t) {
+                                                  if (b == 5 && ib == 3) throw std::out_of_range("nested");
+                                                });
+                                              }),
+                    std::out_of_range);
+    // Shape errors of a gemm called inside a chunk come out as they are.
+    const auto a = uniform<float>(ef::Shape<2>{3, 4}, 19);
+    CHECK_THROWS_AS(ef::backend::parallel_for(4, 1, [&](index_t, index_t) { (void)ef::matmul(a, a); }),
+                    ef::shape_error);
+    std::atomic<index_t> sum{0};
+    ef::backend::parallel_for(1000, 7, [&](index_t b, index_t e) {
+      for (index_t i = b; i < e; ++i) sum += i;
+    });
+    CHECK(sum == 999 * 1000 / 2);
+  }
+}
+
+TEST_CASE("backend: set_num_threads rejects counts below 1 and get_num_threads reports the setting") {
+  ThreadCountGuard guard;
+  CHECK(ef::get_num_threads() >= 1);
+  CHECK_THROWS_WITH_AS(ef::set_num_threads(0), "set_num_threads: expected a positive number of threads, got 0",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(ef::set_num_threads(-3), std::invalid_argument);
+  CHECK(ef::get_num_threads() == guard.saved);
+  ef::set_num_threads(3);
+  CHECK(ef::get_num_threads() == 3);
+}
+
+// Four user threads share one pool (as four requests on one model would): whichever of them gets the pool,
+// and whoever runs their chunks, each gets the single-thread bits. A fifth thread keeps changing the
+// thread count meanwhile.
+TEST_CASE("backend: four user threads computing at once get the single-thread bits") {
+  ThreadCountGuard guard;
+  const auto w = uniform<float>(ef::Shape<2>{384, 128}, 20);  // (out, in) as nn.Linear stores it
+  const auto bias = uniform<float>(ef::Shape<1>{384}, 21);
+  std::vector<ef::Tensor<float, 3>> xs;
+  for (int t = 0; t < 4; ++t) xs.push_back(uniform<float>(ef::Shape<3>{2, 96, 128}, 22 + static_cast<std::uint64_t>(t)));
+
+  // One user's work: a linear layer with fused GELU, attention scores, softmax, weighted sum.
+  auto work = [&](const ef::Tensor<float, 3>& x) {
+    std::vector<std::vector<unsigned char>> r;
+    const auto x2 = x.reshape(ef::Shape<2>{2 * 96, 128});
+    const auto h = be::gemm(x2, w.t(), {&bias, be::Activation::gelu_tanh});
+    r.push_back(bits(h));
+    const auto q = h.narrow(1, 0, 128).reshape(ef::Shape<3>{2, 96, 128});
+    const auto k = h.narrow(1, 128, 128).contiguous().reshape(ef::Shape<3>{2, 96, 128});
+    const auto scores = ef::matmul(q, k.transpose(-2, -1)) / 11.3;
+    const auto weights = ef::softmax(scores, -1);
+    r.push_back(bits(weights));
+    r.push_back(bits(ef::matmul(weights, x)));
+    return r;
+  };
+  ef::set_num_threads(1);
+  std::vector<std::vector<std::vector<unsigned char>>> expected;
+  for (const auto& x : xs) expected.push_back(work(x));
+
+  ef::set_num_threads(4);
+  std::atomic<bool> done{false};
+  std::atomic<int> mismatches{0}, errors{0};
+  std::thread changer([&] {
+    for (int n = 0; !done; n = (n + 1) % 4) {
+      ef::set_num_threads(n + 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  std::vector<std::thread> users;
+  for (int t = 0; t < 4; ++t)
+    users.emplace_back([&, t] {
+      try {
+        for (int rep = 0; rep < 8; ++rep)
+          if (work(xs[static_cast<std::size_t>(t)]) != expected[static_cast<std::size_t>(t)]) ++mismatches;
+      } catch (...) {
+        ++errors;
+      }
+    });
+  for (auto& u : users) u.join();
+  done = true;
+  changer.join();
+  CHECK(errors == 0);
+  CHECK(mismatches == 0);
+}
+
+// The chunked element-wise loops (used above 32768 elements) against the element-by-element definition,
+// on operands that take each path: contiguous, broadcast, transposed.
+TEST_CASE("backend: element-wise ops on large tensors equal the element-by-element result") {
+  ThreadCountGuard guard;
+  ef::set_num_threads(3);
+  const auto a = uniform<float>(ef::Shape<2>{301, 257}, 30);
+  const auto b = uniform<float>(ef::Shape<2>{257, 301}, 31);  // used as b.t()
+  const auto row = uniform<float>(ef::Shape<1>{257}, 32);
+  const auto sum = a + b.t();
+  const auto biased = a * row;
+  const auto shifted = 2.0 - a;
+  const auto roots = ef::sqrt(ef::abs(a.t()));
+  const auto erfs = ef::erf(a);
+  const auto masked = ef::masked_fill(a, a > 0.5, -1.0);
+  for (index_t i = 0; i < 301; ++i)
+    for (index_t j = 0; j < 257; ++j) {
+      CHECK(sum(i, j) == a(i, j) + b(j, i));
+      CHECK(biased(i, j) == a(i, j) * row(j));
+      CHECK(shifted(i, j) == 2.0f - a(i, j));
+      CHECK(roots(j, i) == std::sqrt(std::abs(a(i, j))));
+      CHECK(erfs(i, j) == std::erf(a(i, j)));
+      CHECK(masked(i, j) == (a(i, j) > 0.5f ? -1.0f : a(i, j)));
+    }
+}
