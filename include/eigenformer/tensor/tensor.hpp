@@ -117,10 +117,11 @@ class Tensor {
   static constexpr std::size_t rank = Rank;
 
   // An empty tensor: every dim 0 (rank 0: one element, 0).
-  Tensor() : Tensor(Shape<Rank>{}) {}
+  Tensor() : Tensor(uninitialized(Shape<Rank>{})) { fill_(T{}); }
 
-  // A tensor of the given shape, filled with zeros (`Tensor::empty` skips the fill).
-  explicit Tensor(const Shape<Rank>& shape) : Tensor(uninitialized(shape)) { fill_(T{}); }
+  // There is deliberately no constructor from a shape: braces always hold values, so `Tensor<float, 1>({5})`
+  // is the one value 5 and `Tensor<float, 2>({2, 3})` does not compile. Shapes go through
+  // zeros/ones/full/empty (`ef::zeros<float>({2, 3})`), which say what the new elements are.
 
   // From nested braces, like torch.tensor: `Tensor<float, 2>{{1, 2, 3}, {4, 5, 6}}`.
   Tensor(detail::nested_list_t<T, Rank> values)
