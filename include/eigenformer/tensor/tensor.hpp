@@ -38,6 +38,9 @@ struct nested_list<T, 0> {
 };
 template <typename T, std::size_t Rank>
 using nested_list_t = typename nested_list<T, Rank>::type;
+struct rank0_no_list {
+  explicit rank0_no_list() = default;
+};
 
 template <typename T, std::size_t Rank, std::size_t Depth = 0>
 void nested_shape(const nested_list_t<T, Rank - Depth>& list, Shape<Rank>& shape, bool& seen) {
@@ -124,7 +127,9 @@ class Tensor {
   // zeros/ones/full/empty (`ef::zeros<float>({2, 3})`), which say what the new elements are.
 
   // From nested braces, like torch.tensor: `Tensor<float, 2>{{1, 2, 3}, {4, 5, 6}}`.
-  Tensor(detail::nested_list_t<T, Rank> values)
+  // (For rank 0 the parameter type is a tag nobody can name, so `Tensor<float, 0>(x)` means only the
+  // value constructor below.)
+  Tensor(std::conditional_t<(Rank > 0), detail::nested_list_t<T, Rank>, detail::rank0_no_list> values)
     requires(Rank > 0)
   {
     Shape<Rank> shape{};
