@@ -4,9 +4,11 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 
 #include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/creation.hpp"
@@ -292,15 +294,25 @@ Tensor<T, R> sigmoid(const Tensor<T, R>& x) {
 }
 
 // ---- comparisons (to bool tensors) -------------------------------------------------------------------------
+// On float, double and int64 tensors alike. A scalar of the tensor's kind is converted to its element type, as
+// PyTorch does with a Python number (`ids != pad`, `x > 0.5` on float32 compares in float32); a fractional
+// scalar against an int64 tensor compares in double, so `ids < 0.5` means ids < 0.5, not ids < 0.
+namespace detail {
+template <typename T, typename S>
+using comparison_type = std::conditional_t<std::is_integral_v<T> && std::is_floating_point_v<S>, double, T>;
+}  // namespace detail
+
 #define EIGENFORMER_COMPARE(NAME, OP)                                                                      \
-  template <floating_element T, std::size_t R1, std::size_t R2>                                            \
+  template <numeric_element T, std::size_t R1, std::size_t R2>                                             \
   Tensor<bool, detail::max_rank({R1, R2})> NAME(const Tensor<T, R1>& a, const Tensor<T, R2>& b) {          \
     return detail::broadcast_map<bool>(#NAME, [](T x, T y) { return x OP y; }, a, b);                      \
   }                                                                                                         \
-  template <floating_element T, std::size_t R>                                                             \
-  Tensor<bool, R> NAME(const Tensor<T, R>& a, double s) {                                                  \
-    const T v = static_cast<T>(s);                                                                          \
-    return detail::broadcast_map<bool>(#NAME, [v](T x) { return x OP v; }, a);                             \
+  template <numeric_element T, std::size_t R, typename S>                                                  \
+    requires std::is_arithmetic_v<S>                                                                        \
+  Tensor<bool, R> NAME(const Tensor<T, R>& a, S s) {                                                       \
+    using C = detail::comparison_type<T, S>;                                                                \
+    const C v = static_cast<C>(s);                                                                          \
+    return detail::broadcast_map<bool>(#NAME, [v](T x) { return static_cast<C>(x) OP v; }, a);             \
   }
 EIGENFORMER_COMPARE(eq, ==)
 EIGENFORMER_COMPARE(ne, !=)
@@ -310,23 +322,33 @@ EIGENFORMER_COMPARE(gt, >)
 EIGENFORMER_COMPARE(ge, >=)
 #undef EIGENFORMER_COMPARE
 
-// `<`, `<=`, `>`, `>=` read like PyTorch; equality stays the named eq/ne so that `==` keeps its C++ meaning.
-template <floating_element T, std::size_t R1, std::size_t R2>
-auto operator<(const Tensor<T, R1>& a, const Tensor<T, R2>& b) { return lt(a, b); }
-template <floating_element T, std::size_t R1, std::size_t R2>
-auto operator<=(const Tensor<T, R1>& a, const Tensor<T, R2>& b) { return le(a, b); }
-template <floating_element T, std::size_t R1, std::size_t R2>
-auto operator>(const Tensor<T, R1>& a, const Tensor<T, R2>& b) { return gt(a, b); }
-template <floating_element T, std::size_t R1, std::size_t R2>
-auto operator>=(const Tensor<T, R1>& a, const Tensor<T, R2>& b) { return ge(a, b); }
-template <floating_element T, std::size_t R>
-auto operator<(const Tensor<T, R>& a, double s) { return lt(a, s); }
-template <floating_element T, std::size_t R>
-auto operator<=(const Tensor<T, R>& a, double s) { return le(a, s); }
-template <floating_element T, std::size_t R>
-auto operator>(const Tensor<T, R>& a, double s) { return gt(a, s); }
-template <floating_element T, std::size_t R>
-auto operator>=(const Tensor<T, R>& a, double s) { return ge(a, s); }
+// The operators read like PyTorch and give bool tensors. `==` and `!=` are element-wise too (tensors have no
+// C++ value equality; compare shapes with shape() == shape() and contents with equal()).
+#define EIGENFORMER_COMPARE_OPERATOR(OP, NAME)                                                             \
+  template <numeric_element T, std::size_t R1, std::size_t R2>                                             \
+  auto operator OP(const Tensor<T, R1>& a, const Tensor<T, R2>& b) {                                       \
+    return NAME(a, b);                                                                                      \
+  }                                                                                                         \
+  template <numeric_element T, std::size_t R, typename S>                                                  \
+    requires std::is_arithmetic_v<S>                                                                        \
+  Tensor<bool, R> operator OP(const Tensor<T, R>& a, S s) {                                                \
+    return NAME(a, s);                                                                                      \
+  }
+EIGENFORMER_COMPARE_OPERATOR(==, eq)
+EIGENFORMER_COMPARE_OPERATOR(!=, ne)
+EIGENFORMER_COMPARE_OPERATOR(<, lt)
+EIGENFORMER_COMPARE_OPERATOR(<=, le)
+EIGENFORMER_COMPARE_OPERATOR(>, gt)
+EIGENFORMER_COMPARE_OPERATOR(>=, ge)
+#undef EIGENFORMER_COMPARE_OPERATOR
+
+// torch.equal: same shape and every element equal.
+template <tensor_element T, std::size_t R>
+bool equal(const Tensor<T, R>& a, const Tensor<T, R>& b) {
+  if (a.shape() != b.shape()) return false;
+  const auto ac = a.contiguous(), bc = b.contiguous();
+  return std::equal(ac.data(), ac.data() + ac.numel(), bc.data());
+}
 
 // Element-wise logical ops on masks.
 template <std::size_t R1, std::size_t R2>
@@ -347,20 +369,22 @@ template <std::size_t R>
 Tensor<bool, R> operator~(const Tensor<bool, R>& a) { return logical_not(a); }
 
 // cond ? a : b element-wise, all three broadcast together (torch.where).
-template <floating_element T, std::size_t Rc, std::size_t Ra, std::size_t Rb>
+template <numeric_element T, std::size_t Rc, std::size_t Ra, std::size_t Rb>
 auto where(const Tensor<bool, Rc>& cond, const Tensor<T, Ra>& a, const Tensor<T, Rb>& b) {
   return detail::broadcast_map<T>("where", [](bool c, T x, T y) { return c ? x : y; }, cond, a, b);
 }
-template <floating_element T, std::size_t Rc, std::size_t Ra>
-auto where(const Tensor<bool, Rc>& cond, const Tensor<T, Ra>& a, double b) {
+template <numeric_element T, std::size_t Rc, std::size_t Ra, typename S>
+  requires std::is_arithmetic_v<S>
+auto where(const Tensor<bool, Rc>& cond, const Tensor<T, Ra>& a, S b) {
   const T v = static_cast<T>(b);
   return detail::broadcast_map<T>("where", [v](bool c, T x) { return c ? x : v; }, cond, a);
 }
 
 // x with `value` wherever mask is true; mask must broadcast to x's shape (Tensor.masked_fill).
 // Attention masks use value = -inf (or the seed's -1e9) before softmax.
-template <floating_element T, std::size_t R, std::size_t Rm>
-Tensor<T, R> masked_fill(const Tensor<T, R>& x, const Tensor<bool, Rm>& mask, double value) {
+template <numeric_element T, std::size_t R, std::size_t Rm, typename S>
+  requires std::is_arithmetic_v<S>
+Tensor<T, R> masked_fill(const Tensor<T, R>& x, const Tensor<bool, Rm>& mask, S value) {
   static_assert(Rm <= R, "masked_fill: the mask may not have more dims than the tensor");
   const auto b = detail::broadcast_shapes("masked_fill", x.shape(), mask.shape());
   if (b != x.shape())

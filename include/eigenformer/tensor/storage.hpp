@@ -24,6 +24,11 @@ concept tensor_element = std::is_same_v<T, float> || std::is_same_v<T, double> |
 template <typename T>
 concept floating_element = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
+// Elements that compare and select by value: the floating types and int64 (token ids, labels), so
+// `ids != pad` and `where(mask, ids, -100)` work as in PyTorch.
+template <typename T>
+concept numeric_element = floating_element<T> || std::is_same_v<T, std::int64_t>;
+
 namespace detail {
 
 struct aligned_deleter {

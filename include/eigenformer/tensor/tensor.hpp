@@ -38,6 +38,9 @@ struct nested_list<T, 0> {
 };
 template <typename T, std::size_t Rank>
 using nested_list_t = typename nested_list<T, Rank>::type;
+struct rank0_no_list {
+  explicit rank0_no_list() = default;
+};
 
 template <typename T, std::size_t Rank, std::size_t Depth = 0>
 void nested_shape(const nested_list_t<T, Rank - Depth>& list, Shape<Rank>& shape, bool& seen) {
@@ -117,13 +120,16 @@ class Tensor {
   static constexpr std::size_t rank = Rank;
 
   // An empty tensor: every dim 0 (rank 0: one element, 0).
-  Tensor() : Tensor(Shape<Rank>{}) {}
+  Tensor() : Tensor(uninitialized(Shape<Rank>{})) { fill_(T{}); }
 
-  // A tensor of the given shape, filled with zeros (`Tensor::empty` skips the fill).
-  explicit Tensor(const Shape<Rank>& shape) : Tensor(uninitialized(shape)) { fill_(T{}); }
+  // There is deliberately no constructor from a shape: braces always hold values, so `Tensor<float, 1>({5})`
+  // is the one value 5 and `Tensor<float, 2>({2, 3})` does not compile. Shapes go through
+  // zeros/ones/full/empty (`ef::zeros<float>({2, 3})`), which say what the new elements are.
 
   // From nested braces, like torch.tensor: `Tensor<float, 2>{{1, 2, 3}, {4, 5, 6}}`.
-  Tensor(detail::nested_list_t<T, Rank> values)
+  // (For rank 0 the parameter type is a tag nobody can name, so `Tensor<float, 0>(x)` means only the
+  // value constructor below.)
+  Tensor(std::conditional_t<(Rank > 0), detail::nested_list_t<T, Rank>, detail::rank0_no_list> values)
     requires(Rank > 0)
   {
     Shape<Rank> shape{};
