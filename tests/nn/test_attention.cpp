@@ -313,7 +313,7 @@ TEST_CASE("MultiHeadAttention: parameter names of both layouts, gradient accumul
   CHECK(m.attention_weights()->shape() == ef::Shape<4>{2, 3, 5, 5});
 }
 
-// ---- worked examples (../shared/reference/worked-examples.json) ---------------------------------------------
+// ---- worked examples (tests/data/worked_examples.json) -----------------------------------------------------
 
 namespace {
 
