@@ -16,17 +16,17 @@ Design notes:
   * PyTorch's native kernels (what the tutorials ran; the FMA-contracted AVX2 kernels eigenformer's random
     streams reproduce), not ATEN_CPU_CAPABILITY=default: the entries record seeded initialisations such as
     nn.Linear's. make_fixtures.check_native_fma refuses a CPU without them. One thread.
-  * Values are rounded as the tutorials print them and as the tests' tolerances assume: 6 decimals (8 for the
-    shortcut network's gradients, which the book prints to 8). Flat lists in row-major order, the shape beside
-    them where the test needs one.
+  * Values are rounded to 6 decimals (8 for the shortcut network's gradients, some below 1e-3), the precision
+    the tests' tolerances are stated for; the tutorials themselves print 4. Flat lists in row-major order, the
+    shape beside them where the test needs one.
   * causal_dropout needs bernoulli_ from the mt19937 stream, i.e. a PyTorch built without MKL such as Debian's;
     the script refuses a build with MKL, whose masks differ.
   * Two entries come from vocabularies, not from torch: bert_tokenizer_ids (seed 004's sentence through the
     WordPiece tokenizer of tokenizers/bert_reference.py on bert-base-uncased/vocab.txt) and gpt2_vocab
-    (listings 1.24-1.25 on GPT-2's encoder.json). --data DIR (default: $EIGENFORMER_DATA_DIR, then
+    (listings 1.24-1.26 on GPT-2's encoder.json). --data DIR (default: $EIGENFORMER_DATA_DIR, then
     ../shared/data next to the repository) must hold them.
   * The file is written with fixture_io.py's envelope: one case per worked example, "name" = the key the tests
-    look up. Every run writes the same bytes.
+    look up. Every run with the same BLAS (below) writes the same bytes.
   * Float32 matrix products go through the system BLAS (Debian: whichever library the libblas.so.3
     alternative points to; reference BLAS (libblas3) and OpenBLAS round some products differently in the
     last bit, which can move a 6th decimal by one). The script prints the library it ran with; the tests'
@@ -57,7 +57,7 @@ FILE_NAME = "worked_examples.json"
 
 
 # ---------------------------------------------------------------------------
-# Rounding as printed
+# Rounding
 # ---------------------------------------------------------------------------
 
 def r(x, digits=6):
