@@ -70,8 +70,11 @@ inline json load_fixture(const std::string& file) {
 // look each one up as worked_examples().at("sa_step_by_step").
 inline const json& worked_examples() {
   static const json j = [] {
+    // Named: ranging over load_fixture(...).at("cases") directly would read a destroyed temporary (C++20
+    // keeps only the range expression's own result alive, not the object .at() points into).
+    const json file = load_fixture("worked_examples.json");
     json by_name = json::object();
-    for (const auto& c : load_fixture("worked_examples.json").at("cases")) by_name[c.at("name").get<std::string>()] = c;
+    for (const auto& c : file.at("cases")) by_name[c.at("name").get<std::string>()] = c;
     return by_name;
   }();
   return j;
