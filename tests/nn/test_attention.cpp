@@ -618,7 +618,7 @@ TEST_CASE("MultiHeadAttention: an eval or InferenceMode forward writes nothing t
   check_tensors_close(y2, y, 0, 0, "thread 2");
 }
 
-// ---- worked examples (../shared/reference/worked-examples.json) ---------------------------------------------
+// ---- worked examples (tests/data/worked_examples.json) -----------------------------------------------------
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Fixed positional encodings against the worked examples of BERT-from-scratch section 1.5
-// (shared/reference/worked-examples.json: binary_pe, integer_pe, sinusoidal_pe).
+// (tests/data/worked_examples.json: binary_pe, sinusoidal_pe; the integer encoding needs no fixture).
 #include <doctest/doctest.h>
 
 #include "support/fixtures.hpp"

@@ -1,5 +1,5 @@
-// Reading the PyTorch fixtures (tests/data/*.json, written by tools/reference/make_fixtures.py) and the
-// shared worked examples, and comparing tensors against them with stated tolerances.
+// Reading the PyTorch fixtures (tests/data/*.json, written by the scripts in tools/reference/), the
+// tutorials' worked examples among them, and comparing tensors against them with stated tolerances.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -65,11 +65,17 @@ inline json load_fixture(const std::string& file) {
   return j;
 }
 
+// The tutorials' worked examples (tests/data/worked_examples.json, recomputed with PyTorch by
+// tools/reference/make_worked_examples.py), by name: the file lists them as envelope cases, and the tests
+// look each one up as worked_examples().at("sa_step_by_step").
 inline const json& worked_examples() {
   static const json j = [] {
-    std::string path = EIGENFORMER_SHARED_REFERENCE_DIR;
-    path.append("/worked-examples.json");
-    return read_json(path);
+    // Named: ranging over load_fixture(...).at("cases") directly would read a destroyed temporary (C++20
+    // keeps only the range expression's own result alive, not the object .at() points into).
+    const json file = load_fixture("worked_examples.json");
+    json by_name = json::object();
+    for (const auto& c : file.at("cases")) by_name[c.at("name").get<std::string>()] = c;
+    return by_name;
   }();
   return j;
 }

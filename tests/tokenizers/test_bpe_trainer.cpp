@@ -1,5 +1,5 @@
 // BpeTrainer (include/eigenformer/tokenizers/bpe_trainer.hpp) against seed 000 §1.4's worked example
-// (bpe_toy_corpus in ../shared/reference/worked-examples.json): the initial pair counts, the merges with
+// (bpe_toy_corpus in tests/data/worked_examples.json): the initial pair counts, the merges with
 // first-seen tie-breaking and the final segmentation after ten merges.
 #include <doctest/doctest.h>
 

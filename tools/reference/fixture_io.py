@@ -72,15 +72,23 @@ def data_gen(seed):
     return g
 
 
-def output_dir(doc, argv=None):
-    """The --out directory of a fixture script (default: <repo>/tests/data), from its command line."""
+def parse_args(doc, argv=None, add_arguments=None):
+    """A fixture script's command line: --out (default: <repo>/tests/data), plus whatever add_arguments(parser)
+    adds for scripts that take more options."""
     import argparse
     import os
 
     default_out = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data"))
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--out", default=default_out, help="output directory (default: <repo>/tests/data)")
-    return ap.parse_args(argv).out
+    if add_arguments is not None:
+        add_arguments(ap)
+    return ap.parse_args(argv)
+
+
+def output_dir(doc, argv=None):
+    """The --out directory of a fixture script (default: <repo>/tests/data), from its command line."""
+    return parse_args(doc, argv).out
 
 
 def write_budgeted(out_dir, file_name, cases, budget_bytes):

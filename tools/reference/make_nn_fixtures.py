@@ -22,7 +22,8 @@ Design notes:
     gradient checks, and compare their own seeded init with them to an ulp.
   * The shortcut network is the exception: it is computed in a child process with the CPU's native
     (FMA) kernels, as the book's printed gradients were, because the worked example
-    (shared/reference/worked-examples.json, shortcut_gradients) is the C++ test's reference there.
+    (tests/data/worked_examples.json, shortcut_gradients, from make_worked_examples.py) is the C++ test's
+    reference there.
   * Training-mode dropout masks come from torch's default generator, reseeded with `forward_seed` right
     before the forward; the C++ test reseeds its default generator the same way, and its layers draw
     masks in PyTorch's forward order (Debian's torch is built without MKL, so bernoulli_ uses the
@@ -285,11 +286,11 @@ def shortcut_cases():
 
 
 def check_shortcut_against_worked_example(cases):
-    path = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "reference", "worked-examples.json"))
+    path = os.path.join(HERE, "..", "..", "tests", "data", "worked_examples.json")
     if not os.path.exists(path):
         return
     with open(path) as f:
-        ex = json.load(f)["shortcut_gradients"]["mean_abs_weight_grad"]
+        ex = next(c for c in json.load(f)["cases"] if c["name"] == "shortcut_gradients")["mean_abs_weight_grad"]
     for c in cases:
         ref = ex["with_shortcut" if c["config"]["use_shortcut"] else "without_shortcut"]
         for k, v in ref.items():
