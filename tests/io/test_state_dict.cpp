@@ -10,6 +10,7 @@
 #include <eigenformer/io/state_dict.hpp>
 #include <eigenformer/nn/linear.hpp>
 #include <eigenformer/nn/multi_head_attention.hpp>
+#include <eigenformer/nn/self_attention.hpp>
 
 #include "io_test_support.hpp"
 #include "support/fixtures.hpp"
@@ -129,10 +130,8 @@ TEST_CASE("state_dict: strict loads list every missing and unexpected key; the m
   CHECK(io::load(dst, path, ignoring).unexpected_keys == std::vector<std::string>{"more.bias"});
 
   // The per-head layout has other names than the fused one: a strict load says which.
-  nn::MultiHeadAttentionOptions per_head;
-  per_head.layout = nn::QkvLayout::per_head;
-  per_head.attn_dropout = per_head.out_dropout = 0.0;
-  nn::MultiHeadAttention<float> fused(4, 2, 0.0), heads(4, 2, per_head);
+  nn::MultiHeadAttention<float> fused(4, 2, 0.0);
+  nn::tutorial::MultiHeadAttentionPerHead<float> heads(4, 2, 0.0);
   io::save(fused, dir / "fused.safetensors");
   const auto msg = load_error([&] { io::load(heads, dir / "fused.safetensors"); });
   CHECK(msg.find("14 missing keys: \"heads.0.q.weight\", \"heads.0.q.bias\", \"heads.0.k.weight\"") != std::string::npos);

@@ -231,7 +231,7 @@ TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file
     models::PretrainedOptions lax;
     lax.strict = false;
     auto m = models::load_gpt2<float>(dir.path(), lax);
-    CHECK(m.ln_f.bias->data.to_vector() == std::vector<float>(8, 0.0f));  // kept its initial value
+    CHECK(m.transformer.ln_f.bias->data.to_vector() == std::vector<float>(8, 0.0f));  // kept its initial value
   }
   SUBCASE("no model.safetensors") {
     fs::copy_file(tiny_dir / "config.json", dir / "config.json");

@@ -4,7 +4,8 @@
 //       single-thread result for that input. This holds because a non-recording forward only reads the
 //       model; a forward that wrote a cache or flag into it would race, and the sanitizer presets (or the
 //       mixed-up logits) would show it.
-//   (b) training forward + backward with set_num_threads(1), 2 and 3: bit-identical logits and gradients
+//   (b) training forward + backward with set_num_threads(1), 2 and 3 on a model big enough to be split across
+//       threads: bit-identical logits and gradients
 //       (the backend's contract: work split by size only, no reduction split across chunks). Dropout is on,
 //       drawn from a GeneratorGuard seeded the same way for every run.
 //   (c) inference holds no gradients: eval forwards, InferenceMode forwards of a training-mode model, cached
@@ -88,11 +89,26 @@ TEST_CASE("GPT-2 threads: one eval model shared by 4 threads gives each the sing
 
 TEST_CASE("GPT-2 threads: forward and backward give the same bits with 1, 2 and 3 threads") {
   const int previous = ef::get_num_threads();
-  auto m = tiny_model(12);
+  // Larger than the tiny config, so that the work is actually split: the products of this model are cut into
+  // several tiles (checked below) and the attention into 2 x 4 (batch, head) chunks; with the tiny config
+  // every loop would be one chunk and the thread count could not matter.
+  models::GPT2Config c;
+  c.vocab_size = 1000;
+  c.n_positions = 64;
+  c.n_embd = 128;
+  c.n_layer = 2;
+  c.n_head = 4;
+  ef::Generator init_gen(12);
+  models::GPT2LMHeadModel<float> m(c, init_gen);
+  for (auto& p : m.named_parameters()) ef::normal_(p.data, 0.0, 0.3, init_gen);
   m.train();  // dropout 0.1 on the embeddings, the attention weights and both residual branches
-  const auto ids = random_ids(3, 16, 200);  // the full n_positions
+  auto ids = ef::Tensor<std::int64_t, 2>::empty({2, 48});
+  for (index_t i = 0; i < ids.numel(); ++i) ids.data()[i] = static_cast<std::int64_t>(init_gen.random() % 1000);
   ef::Generator probe_gen(201);
-  const auto probe = ef::randn<float>({3, 16, 61}, probe_gen);
+  const auto probe = ef::randn<float>({2, 48, 1000}, probe_gen);
+  // The LM head (96 x 128 x 1000) and c_fc (96 x 128 x 512) are split into tiles that threads share.
+  REQUIRE(ef::backend::detail::plan_gemm<float>(96, 1000, 128).tiles() > 1);
+  REQUIRE(ef::backend::detail::plan_gemm<float>(96, 512, 128).tiles() > 1);
 
   struct Run {
     ef::Tensor<float, 3> logits;

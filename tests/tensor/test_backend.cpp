@@ -81,7 +81,7 @@ ef::Tensor<T, 2> in_layout(const ef::Tensor<T, 2>& a, Layout layout) {
     case Layout::row_major: return a;
     case Layout::transposed: return a.t().contiguous().t();
     case Layout::strided: {
-      auto wide = ef::Tensor<T, 2>(ef::Shape<2>{rows * 2, cols * 3});
+      auto wide = ef::zeros<T>(ef::Shape<2>{rows * 2, cols * 3});
       auto view = wide.slice(0, 0, rows * 2, 2).slice(1, 0, cols * 3, 3);
       for (index_t i = 0; i < rows; ++i)
         for (index_t j = 0; j < cols; ++j) view(i, j) = a(i, j);

@@ -64,7 +64,7 @@ TEST_CASE_TEMPLATE("elementwise: broadcasting aligns shapes at the right", T, fl
   CHECK((ef::Tensor<T, 0>(T(2)) * ef::Tensor<T, 0>(T(3))).item() == T(6));
   CHECK((ef::Tensor<T, 2>{{1}, {2}} + ef::Tensor<T, 2>{{10, 20}}).to_vector() == vec<T>({11, 21, 12, 22}));
   // Empty dims broadcast to empty results.
-  CHECK((ef::Tensor<T, 2>(ef::Shape<2>{0, 3}) + ef::Tensor<T, 1>{1, 2, 3}).shape() == ef::Shape<2>{0, 3});
+  CHECK((ef::zeros<T>(ef::Shape<2>{0, 3}) + ef::Tensor<T, 1>{1, 2, 3}).shape() == ef::Shape<2>{0, 3});
 }
 
 TEST_CASE("elementwise: strided operands (transposed, sliced, expanded) read correctly") {
@@ -278,7 +278,7 @@ TEST_CASE("elementwise: logical_and, logical_or, logical_not and ~ on masks") {
   CHECK((~a.t()).to_vector() == B{0, 1, 0, 1});
   CHECK_THROWS_WITH_AS((ef::logical_and(a, ef::Tensor<bool, 1>{true, false, true})),
                        "logical_and: shapes [2, 2] [3] do not broadcast (size 2 vs 3 at dim 1)", ef::shape_error);
-  CHECK_THROWS_AS((ef::logical_or(a, ef::Tensor<bool, 2>(ef::Shape<2>{3, 1}))), ef::shape_error);
+  CHECK_THROWS_AS((ef::logical_or(a, ef::zeros<bool>(ef::Shape<2>{3, 1}))), ef::shape_error);
 }
 
 TEST_CASE("elementwise: where broadcasts condition and both branches") {
@@ -294,7 +294,7 @@ TEST_CASE("elementwise: where broadcasts condition and both branches") {
   CHECK(ef::where(ef::Tensor<bool, 0>(true), y, ef::Tensor<T, 0>(T(9))).to_vector() == vec<T>({-1, -2, -3}));
   CHECK_THROWS_WITH_AS((ef::where(ef::Tensor<bool, 1>{true, false}, y, y)),
                        "where: shapes [2] [3] [3] do not broadcast (size 2 vs 3 at dim 0)", ef::shape_error);
-  CHECK_THROWS_WITH_AS((ef::where(cond, ef::Tensor<T, 2>(ef::Shape<2>{2, 2}), y)),
+  CHECK_THROWS_WITH_AS((ef::where(cond, ef::zeros<T>(ef::Shape<2>{2, 2}), y)),
                        "where: shapes [1, 3] [2, 2] [3] do not broadcast (size 3 vs 2 at dim 1)", ef::shape_error);
   CHECK_THROWS_AS((ef::where(cond, x, ef::Tensor<T, 1>{1, 2})), ef::shape_error);
   CHECK_THROWS_AS((ef::where(cond, ef::Tensor<T, 1>{1, 2}, 0.0)), ef::shape_error);
@@ -340,7 +340,7 @@ TEST_CASE("elementwise: tril and triu keep a triangle of the last two dims") {
   const auto b = iota<T>(ef::Shape<3>{2, 2, 2});
   CHECK(ef::tril(b).to_vector() == vec<T>({0, 0, 2, 3, 4, 0, 6, 7}));
   CHECK(ef::triu(b.transpose(1, 2)).to_vector() == vec<T>({0, 2, 0, 3, 4, 6, 0, 7}));
-  CHECK(ef::tril(ef::Tensor<T, 2>(ef::Shape<2>{0, 3})).numel() == 0);
+  CHECK(ef::tril(ef::zeros<T>(ef::Shape<2>{0, 3})).numel() == 0);
   CHECK(aligned64(ef::tril(x).data()));
 }
 

@@ -27,7 +27,7 @@ TEST_CASE_TEMPLATE("join: split by size gives views, the last piece smaller", T,
   CHECK(by_col[1].to_vector() == vec<T>({1, 3, -1, -1, 9}));
   CHECK(ef::split(x, 5).size() == 1);
   CHECK(ef::split(x, 7).front().shape() == x.shape());  // larger than the dim: one piece
-  CHECK(ef::split(ef::Tensor<T, 2>(ef::Shape<2>{0, 3}), 2).size() == 1);  // an empty dim: one empty piece
+  CHECK(ef::split(ef::zeros<T>(ef::Shape<2>{0, 3}), 2).size() == 1);  // an empty dim: one empty piece
 
   CHECK_THROWS_WITH_AS(ef::split(x, 0), "split: split_size must be positive, got 0", std::invalid_argument);
   CHECK_THROWS_AS(ef::split(x, -2, 1), std::invalid_argument);
@@ -87,7 +87,7 @@ TEST_CASE_TEMPLATE("join: cat copies along an existing dim", T, float, double) {
   const auto single = ef::cat(std::vector{a});
   CHECK(single.to_vector() == a.to_vector());
   CHECK_FALSE(single.shares_storage_with(a));
-  CHECK(ef::cat(std::vector{a, ef::Tensor<T, 2>(ef::Shape<2>{0, 3})}).to_vector() == a.to_vector());
+  CHECK(ef::cat(std::vector{a, ef::zeros<T>(ef::Shape<2>{0, 3})}).to_vector() == a.to_vector());
 
   CHECK_THROWS_WITH_AS((ef::cat(std::vector{a, iota<T>(ef::Shape<2>{2, 4})})),
                        "cat: shapes [2, 3] and [2, 4] differ at dim 1 (concatenating along dim 0)", ef::shape_error);

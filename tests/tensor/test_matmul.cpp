@@ -25,7 +25,7 @@ ef::Tensor<T, R> ints(const ef::Shape<R>& shape, int seed = 0) {
 // The textbook triple loop on [m, k] x [k, n].
 template <typename T>
 ef::Tensor<T, 2> naive(const ef::Tensor<T, 2>& a, const ef::Tensor<T, 2>& b) {
-  ef::Tensor<T, 2> out(ef::Shape<2>{a.size(0), b.size(1)});
+  auto out = ef::zeros<T>(ef::Shape<2>{a.size(0), b.size(1)});
   for (index_t i = 0; i < a.size(0); ++i)
     for (index_t j = 0; j < b.size(1); ++j)
       for (index_t p = 0; p < a.size(1); ++p) out(i, j) += a(i, p) * b(p, j);
@@ -97,7 +97,7 @@ TEST_CASE("matmul: 1-D operands follow torch.matmul") {
   // A strided vector.
   const auto col = m.select(1, 1);  // [2, 4, 6], stride 2
   CHECK(ef::matmul(col, v).item() == 28.0f);
-  CHECK(ef::matmul(ef::Tensor<float, 1>(ef::Shape<1>{0}), ef::Tensor<float, 1>(ef::Shape<1>{0})).item() == 0.0f);
+  CHECK(ef::matmul(ef::zeros<float>(ef::Shape<1>{0}), ef::zeros<float>(ef::Shape<1>{0})).item() == 0.0f);
 }
 
 TEST_CASE("matmul: batch dims broadcast, [2, 1, 3, 4] x [5, 4, 2] -> [2, 5, 3, 2]") {
@@ -151,9 +151,9 @@ TEST_CASE("matmul: sliced and strided operands equal the product of contiguous c
   // Degenerate shapes: single row / column, empty inner dim (zeros), empty outer dims.
   CHECK(ef::matmul(ints<float>(ef::Shape<2>{1, 7}), ints<float>(ef::Shape<2>{7, 1}, 1)).item() ==
         naive(ints<float>(ef::Shape<2>{1, 7}), ints<float>(ef::Shape<2>{7, 1}, 1)).item());
-  CHECK(ef::matmul(ef::Tensor<float, 2>(ef::Shape<2>{2, 0}), ef::Tensor<float, 2>(ef::Shape<2>{0, 3})).to_vector() ==
+  CHECK(ef::matmul(ef::zeros<float>(ef::Shape<2>{2, 0}), ef::zeros<float>(ef::Shape<2>{0, 3})).to_vector() ==
         std::vector<float>(6, 0.0f));
-  CHECK(ef::matmul(ef::Tensor<float, 2>(ef::Shape<2>{0, 4}), b4).shape() == ef::Shape<2>{0, 5});
+  CHECK(ef::matmul(ef::zeros<float>(ef::Shape<2>{0, 4}), b4).shape() == ef::Shape<2>{0, 5});
 }
 
 TEST_CASE("matmul: mismatched shapes throw shape_error naming both shapes") {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <eigenformer/tensor/creation.hpp>
 #include <eigenformer/tensor/print.hpp>
 #include <fstream>
 #include <limits>
@@ -171,7 +172,7 @@ TEST_CASE("print: float32 matrix, views and notation") {
         "tensor([[ 1.5000, -2.0000],\n"
         "        [ 1.5000, -2.0000],\n"
         "        [ 1.5000, -2.0000]])");
-  ef::Tensor<float, 2> column(ef::Shape<2>{2, 1});
+  auto column = ef::zeros<float>(ef::Shape<2>{2, 1});
   column.data()[0] = 1.0f;
   column.data()[1] = 2.0f;
   CHECK(repr(column.expand(ef::Shape<2>{2, 3})) ==
@@ -190,7 +191,7 @@ TEST_CASE("print: float32 matrix, views and notation") {
 }
 
 TEST_CASE("print: rank 3 and 5 nesting") {
-  ef::Tensor<float, 3> t(ef::Shape<3>{2, 3, 4});
+  auto t = ef::zeros<float>(ef::Shape<3>{2, 3, 4});
   for (index_t i = 0; i < 24; ++i) t.data()[i] = static_cast<float>(i);
   CHECK(repr(t) ==
         "tensor([[[ 0.,  1.,  2.,  3.],\n"
@@ -200,7 +201,7 @@ TEST_CASE("print: rank 3 and 5 nesting") {
         "        [[12., 13., 14., 15.],\n"
         "         [16., 17., 18., 19.],\n"
         "         [20., 21., 22., 23.]]])");
-  ef::Tensor<float, 5> ones(ef::Shape<5>{1, 1, 1, 2, 1});
+  auto ones = ef::zeros<float>(ef::Shape<5>{1, 1, 1, 2, 1});
   ones.fill_(1.0f);
   CHECK(repr(ones) ==
         "tensor([[[[[1.],\n"
@@ -228,7 +229,7 @@ TEST_CASE("print: int64, bool, 0-d and dtype suffixes") {
         "        [0.7742, 0.3307, 0.3259, 0.8122],\n"
         "        [0.4264, 0.2017, 0.9559, 0.8867]],\n"
         "       dtype=torch.float64)");
-  ef::Tensor<double, 2> wide(ef::Shape<2>{2, 30});
+  auto wide = ef::zeros<double>(ef::Shape<2>{2, 30});
   wide.fill_(1.5);
   CHECK(repr(wide) ==
         "tensor([[1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000,\n"
@@ -242,13 +243,13 @@ TEST_CASE("print: int64, bool, 0-d and dtype suffixes") {
 }
 
 TEST_CASE("print: empty tensors") {
-  CHECK(repr(ef::Tensor<float, 1>(ef::Shape<1>{0})) == "tensor([])");
-  CHECK(repr(ef::Tensor<float, 2>(ef::Shape<2>{2, 0})) == "tensor([], size=(2, 0))");
-  CHECK(repr(ef::Tensor<std::int64_t, 1>(ef::Shape<1>{0})) == "tensor([], dtype=torch.int64)");
-  CHECK(repr(ef::Tensor<bool, 1>(ef::Shape<1>{0})) == "tensor([], dtype=torch.bool)");
-  CHECK(repr(ef::Tensor<double, 3>(ef::Shape<3>{2, 0, 3})) ==
+  CHECK(repr(ef::zeros<float>(ef::Shape<1>{0})) == "tensor([])");
+  CHECK(repr(ef::zeros<float>(ef::Shape<2>{2, 0})) == "tensor([], size=(2, 0))");
+  CHECK(repr(ef::zeros<std::int64_t>(ef::Shape<1>{0})) == "tensor([], dtype=torch.int64)");
+  CHECK(repr(ef::zeros<bool>(ef::Shape<1>{0})) == "tensor([], dtype=torch.bool)");
+  CHECK(repr(ef::zeros<double>(ef::Shape<3>{2, 0, 3})) ==
         "tensor([], size=(2, 0, 3), dtype=torch.float64)");
-  CHECK(ef::to_string(ef::Tensor<double, 2>(ef::Shape<2>{2, 0}), {.linewidth = 20}) ==
+  CHECK(ef::to_string(ef::zeros<double>(ef::Shape<2>{2, 0}), {.linewidth = 20}) ==
         "tensor([],\n"
         "       size=(2, 0),\n"
         "       dtype=torch.float64)");
@@ -286,7 +287,7 @@ TEST_CASE("print: precision, sci_mode and rounding") {
 }
 
 TEST_CASE("print: summarisation, edgeitems and linewidth") {
-  ef::Tensor<float, 2> m(ef::Shape<2>{4, 5});
+  auto m = ef::zeros<float>(ef::Shape<2>{4, 5});
   for (index_t i = 0; i < 20; ++i) m.data()[i] = static_cast<float>(i);
   CHECK(ef::to_string(m, {.threshold = 5, .edgeitems = 1}) ==
         "tensor([[ 0.,  ...,  4.],\n"
@@ -294,7 +295,7 @@ TEST_CASE("print: summarisation, edgeitems and linewidth") {
         "        [15.,  ..., 19.]])");
 
   // PyTorch's self[-0:] quirk: with edgeitems 0 a summarised vector shows `...` and then everything.
-  ef::Tensor<float, 1> v(ef::Shape<1>{10});
+  auto v = ef::zeros<float>(ef::Shape<1>{10});
   for (index_t i = 0; i < 10; ++i) v.data()[i] = static_cast<float>(i);
   CHECK(ef::to_string(v, {.threshold = 5, .edgeitems = 0}) ==
         "tensor([ ..., 0., 1., 2., 3., 4., 5., 6., 7., 8., 9.])");
@@ -306,14 +307,14 @@ TEST_CASE("print: summarisation, edgeitems and linewidth") {
         "         22,\n"
         "        333])");
 
-  ef::Tensor<bool, 2> b(ef::Shape<2>{2, 600});
+  auto b = ef::zeros<bool>(ef::Shape<2>{2, 600});
   for (index_t i = 0; i < 1200; ++i) b.data()[i] = i % 2 == 0;
   CHECK(repr(b) ==
         "tensor([[ True, False,  True,  ..., False,  True, False],\n"
         "        [ True, False,  True,  ..., False,  True, False]])");
 
   // The formatter only sees the elements shown, so the hidden large values do not widen the columns.
-  ef::Tensor<float, 3> c(ef::Shape<3>{10, 10, 10});
+  auto c = ef::zeros<float>(ef::Shape<3>{10, 10, 10});
   for (index_t i = 0; i < 1000; ++i) c.data()[i] = static_cast<float>(i) / 7.0f;
   CHECK(ef::to_string(c, {.threshold = 100, .edgeitems = 2}) ==
         "tensor([[[  0.0000,   0.1429,  ...,   1.1429,   1.2857],\n"
@@ -342,7 +343,7 @@ TEST_CASE("print: summarisation, edgeitems and linewidth") {
         "         [140.0000, 140.1429,  ..., 141.1429, 141.2857],\n"
         "         [141.4286, 141.5714,  ..., 142.5714, 142.7143]]])");
 
-  ef::Tensor<double, 1> d(ef::Shape<1>{2000});
+  auto d = ef::zeros<double>(ef::Shape<1>{2000});
   for (index_t i = 0; i < 2000; ++i) d.data()[i] = static_cast<double>(i) / 4;
   CHECK(repr(d) ==
         "tensor([0.0000e+00, 2.5000e-01, 5.0000e-01,  ..., 4.9925e+02, 4.9950e+02,\n"
@@ -351,7 +352,7 @@ TEST_CASE("print: summarisation, edgeitems and linewidth") {
 
 TEST_CASE("print: a large unsummarised tensor prints in linear time") {
   // repr(torch.arange(100000.) / 8) with threshold=inf: 1333336 characters on 16667 lines.
-  ef::Tensor<float, 1> big(ef::Shape<1>{100000});
+  auto big = ef::zeros<float>(ef::Shape<1>{100000});
   for (index_t i = 0; i < 100000; ++i) big.data()[i] = static_cast<float>(i) / 8.0f;
   const auto s = ef::to_string(big, {.threshold = std::numeric_limits<index_t>::max()});
   CHECK(s.size() == 1333336);

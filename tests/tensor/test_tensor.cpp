@@ -35,7 +35,7 @@ TEST_CASE_TEMPLATE("tensor: default, shape and scalar constructors", T, float, d
   CHECK(zero0.numel() == 1);
   CHECK(zero0.item() == T(0));
 
-  const ef::Tensor<T, 3> z(ef::Shape<3>{2, 3, 4});
+  const auto z = ef::zeros<T>(ef::Shape<3>{2, 3, 4});
   CHECK(z.shape() == ef::Shape<3>{2, 3, 4});
   CHECK(z.strides() == ef::Shape<3>{12, 4, 1});
   CHECK(z.numel() == 24);
@@ -50,7 +50,7 @@ TEST_CASE_TEMPLATE("tensor: default, shape and scalar constructors", T, float, d
   CHECK(e.shape() == ef::Shape<2>{3, 5});
   CHECK(e.is_contiguous());
 
-  CHECK_THROWS_WITH_AS((ef::Tensor<T, 2>(ef::Shape<2>{2, -1})), "tensor: negative size in shape [2, -1]",
+  CHECK_THROWS_WITH_AS((ef::zeros<T>(ef::Shape<2>{2, -1})), "tensor: negative size in shape [2, -1]",
                        ef::shape_error);
   CHECK_THROWS_AS((ef::Tensor<T, 1>::empty({-3})), ef::shape_error);
 }
@@ -117,7 +117,7 @@ TEST_CASE("tensor: a view onto external storage") {
 TEST_CASE_TEMPLATE("tensor: fresh tensors are 64-byte aligned", T, float, double) {
   for (index_t n : {0, 1, 3, 7, 16, 17, 100}) {
     CAPTURE(n);
-    CHECK(aligned64(ef::Tensor<T, 1>(ef::Shape<1>{n}).data()));
+    CHECK(aligned64(ef::zeros<T>(ef::Shape<1>{n}).data()));
     CHECK(aligned64(ef::Tensor<T, 2>::empty({n, 3}).data()));
     const auto x = iota<T>(ef::Shape<2>{3, n});
     CHECK(aligned64(x.clone().data()));
@@ -147,7 +147,7 @@ TEST_CASE("tensor: shape, strides, size, stride, dim, numel, is_contiguous") {
   CHECK(x.slice(0, 1, 2).is_contiguous());        // one outer row of a contiguous tensor
   CHECK(x.unsqueeze(1).is_contiguous());          // size-1 dims do not matter
   CHECK(x.narrow(1, 0, 1).transpose(0, 1).is_contiguous() == false);
-  CHECK(ef::Tensor<float, 2>(ef::Shape<2>{1, 5}).t().is_contiguous());  // [5, 1]: still one run
+  CHECK(ef::zeros<float>(ef::Shape<2>{1, 5}).t().is_contiguous());  // [5, 1]: still one run
 
   CHECK_THROWS_WITH_AS(x.size(3), "size: dim 3 is out of range for a tensor of rank 3 (expected -3 to 2)",
                        ef::shape_error);
@@ -185,7 +185,7 @@ TEST_CASE_TEMPLATE("tensor: operator(), at() and item()", T, float, double) {
   CHECK(x.select(0, 1).select(0, 2).item() == T(5));  // a 0-d view
   CHECK(x.narrow(1, 2, 1).narrow(0, 1, 1).item() == T(5));
   CHECK_THROWS_WITH_AS(x.item(), "item: tensor of shape [2, 3] has 6 elements, expected exactly 1", ef::shape_error);
-  CHECK_THROWS_AS((ef::Tensor<T, 1>(ef::Shape<1>{0}).item()), ef::shape_error);
+  CHECK_THROWS_AS((ef::zeros<T>(ef::Shape<1>{0}).item()), ef::shape_error);
 }
 
 TEST_CASE("tensor: to_vector and for_each_value walk row-major order whatever the strides") {
@@ -197,7 +197,7 @@ TEST_CASE("tensor: to_vector and for_each_value walk row-major order whatever th
   p.for_each_value([&](float v) { seen.push_back(v); });
   CHECK(seen == p.to_vector());
   CHECK(ef::Tensor<float, 0>(2.5f).to_vector() == std::vector<float>{2.5f});
-  CHECK(ef::Tensor<float, 2>(ef::Shape<2>{3, 0}).to_vector().empty());
+  CHECK(ef::zeros<float>(ef::Shape<2>{3, 0}).to_vector().empty());
 }
 
 // ---- handles, copies, fills ----------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ TEST_CASE_TEMPLATE("tensor: contiguous() copies only when needed", T, float, dou
 }
 
 TEST_CASE_TEMPLATE("tensor: fill_ and zero_ write through views", T, float, double) {
-  auto x = ef::Tensor<T, 2>(ef::Shape<2>{3, 4});
+  auto x = ef::zeros<T>(ef::Shape<2>{3, 4});
   x.fill_(T(1.5));
   for (T v : x.to_vector()) CHECK(v == T(1.5));
   x.select(1, 2).fill_(T(7));  // a strided column
@@ -251,7 +251,7 @@ TEST_CASE_TEMPLATE("tensor: fill_ and zero_ write through views", T, float, doub
 }
 
 TEST_CASE_TEMPLATE("tensor: copy_ broadcasts into the destination, in place", T, float, double) {
-  auto dst = ef::Tensor<T, 2>(ef::Shape<2>{2, 3});
+  auto dst = ef::zeros<T>(ef::Shape<2>{2, 3});
   dst.copy_(ef::Tensor<T, 1>{1, 2, 3});
   CHECK(dst.to_vector() == vec<T>({1, 2, 3, 1, 2, 3}));
   dst.copy_(ef::Tensor<T, 2>{{10}, {20}});
@@ -259,11 +259,11 @@ TEST_CASE_TEMPLATE("tensor: copy_ broadcasts into the destination, in place", T,
   dst.copy_(ef::Tensor<T, 0>(T(4)));
   CHECK(dst.to_vector() == vec<T>({4, 4, 4, 4, 4, 4}));
   // Into a transposed view: element (i, j) of the view is (j, i) of the base.
-  auto base = ef::Tensor<T, 2>(ef::Shape<2>{2, 3});
+  auto base = ef::zeros<T>(ef::Shape<2>{2, 3});
   base.t().copy_(ef::Tensor<T, 2>{{1, 2}, {3, 4}, {5, 6}});
   CHECK(base.to_vector() == vec<T>({1, 3, 5, 2, 4, 6}));
   // From a strided source.
-  auto col = ef::Tensor<T, 1>(ef::Shape<1>{2});
+  auto col = ef::zeros<T>(ef::Shape<1>{2});
   col.copy_(base.select(1, 2));
   CHECK(col.to_vector() == vec<T>({5, 6}));
   // Overlapping source and destination: as if the source were copied out first.
@@ -279,7 +279,7 @@ TEST_CASE_TEMPLATE("tensor: copy_ broadcasts into the destination, in place", T,
 
   CHECK_THROWS_WITH_AS((dst.copy_(ef::Tensor<T, 1>{1, 2})), "copy_: shapes [2, 3] and [2] do not broadcast (size 3 vs 2 at dim 1)",
                        ef::shape_error);
-  auto row = ef::Tensor<T, 2>(ef::Shape<2>{1, 3});
+  auto row = ef::zeros<T>(ef::Shape<2>{1, 3});
   CHECK_THROWS_WITH_AS(row.copy_(dst), "copy_: source of shape [2, 3] does not broadcast to destination shape [1, 3]",
                        ef::shape_error);
   CHECK(dst.to_vector() == vec<T>({4, 4, 4, 4, 4, 4}));  // unchanged by the failed copies
@@ -327,7 +327,7 @@ TEST_CASE_TEMPLATE("tensor: view shares storage, infers -1 and needs contiguous 
                        "view: tensor of shape [6, 2] is not contiguous; use reshape (which copies) or contiguous() first",
                        ef::shape_error);
   CHECK_THROWS_AS((x.slice(1, 0, 6, 2).view({6})), ef::shape_error);
-  CHECK_THROWS_AS((ef::Tensor<T, 1>(ef::Shape<1>{0}).view({0, -1})), ef::shape_error);  // -1 is ambiguous
+  CHECK_THROWS_AS((ef::zeros<T>(ef::Shape<1>{0}).view({0, -1})), ef::shape_error);  // -1 is ambiguous
 }
 
 TEST_CASE_TEMPLATE("tensor: reshape is a view of contiguous data and a copy otherwise", T, float, double) {
