@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const io::checkpoint_error&) {
       return 0;  // names came from valid JSON, so only the file system can fail here (a full disk)
     }
-    const auto back = io::load_safetensors(path);
+    const auto back = io::SafeTensorsFile::from_file(path);
     std::filesystem::remove(path);
     for (const auto& [name, t] : floats) {
       const auto a = t.flat<float>(), b = back.get_flat<float>(name);

@@ -59,7 +59,7 @@ std::string thrown_message(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("safetensors: the reference file's tensors equal torch's values, F16/BF16 as torch's .float()") {
-  const auto f = io::load_safetensors(data_dir() + "/reference.safetensors");
+  const auto f = io::SafeTensorsFile::from_file(data_dir() + "/reference.safetensors");
   const json ref = load_fixture("safetensors/reference.json");
   std::vector<std::string> names;
   for (const auto& c : ref.at("cases")) {
@@ -175,7 +175,7 @@ TEST_CASE("safetensors: every malformed file throws checkpoint_error naming the 
     INFO(file << ": " << item.at("defect").get<std::string>());
     REQUIRE_MESSAGE(reasons.count(stem), "no expected reason for " << file);
     const std::string path = data_dir() + "/" + file;
-    const std::string msg = thrown_message([&] { (void)io::load_safetensors(path); });
+    const std::string msg = thrown_message([&] { (void)io::SafeTensorsFile::from_file(path); });
     INFO("message: " << msg);
     CHECK(msg.rfind(path + ": ", 0) == 0);  // starts with the file
     CHECK(msg.find(reasons.at(stem)) != std::string::npos);
@@ -185,7 +185,7 @@ TEST_CASE("safetensors: every malformed file throws checkpoint_error naming the 
 
 TEST_CASE("safetensors: reading errors name the tensor, its shape and dtype, and the closest names") {
   const std::string file = data_dir() + "/reference.safetensors";
-  const auto f = io::load_safetensors(file);
+  const auto f = io::SafeTensorsFile::from_file(file);
   CHECK(thrown_message([&] { (void)f.get<float, 1>("f32.matrix"); }) ==
         file + ": tensor \"f32.matrix\" has shape [3, 5] (rank 2), not rank 1");
   CHECK(thrown_message([&] { (void)f.get<float, 2>("f32.matrx"); }) ==
@@ -220,9 +220,9 @@ TEST_CASE("safetensors: reading errors name the tensor, its shape and dtype, and
   // Files that are not there or not files.
   ScratchDir dir;
   const auto missing = (dir / "nope.safetensors").string();
-  CHECK(thrown_message([&] { (void)io::load_safetensors(missing); }) ==
+  CHECK(thrown_message([&] { (void)io::SafeTensorsFile::from_file(missing); }) ==
         missing + ": cannot read: No such file or directory");
-  CHECK(thrown_message([&] { (void)io::load_safetensors(dir.path()); }) ==
+  CHECK(thrown_message([&] { (void)io::SafeTensorsFile::from_file(dir.path()); }) ==
         dir.path().string() + ": is a directory, not a safetensors file");
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("safetensors: save -> load round trips are bit-exact for float, double
   io::save_safetensors(path, {{"f", f}, {"d", d}, {"r", r}, {"ids", ids}, {"mask", mask}, {"scalar", scalar},
                               {"empty", empty}, {"strided", strided}},
                        {{"format", "pt"}, {"note", "caf\xc3\xa9"}});
-  const auto g = io::load_safetensors(path);
+  const auto g = io::SafeTensorsFile::from_file(path);
   CHECK(g.metadata() == io::Metadata{{"format", "pt"}, {"note", "caf\xc3\xa9"}});
   auto same_bits = [](const auto& a, const auto& b) {
     REQUIRE(a.shape() == b.shape());
@@ -276,7 +276,7 @@ TEST_CASE("safetensors: save writes the reference implementation's layout byte f
   // writer_layout.safetensors was laid out as safetensors' Rust writer does it: dtypes of larger alignment
   // first (I64, F64, F32), then by name; "__metadata__" first; compact JSON; spaces up to a multiple of 8.
   const std::string ref_path = data_dir() + "/writer_layout.safetensors";
-  const auto ref = io::load_safetensors(ref_path);
+  const auto ref = io::SafeTensorsFile::from_file(ref_path);
   io::TensorDict tensors;
   tensors.emplace("b.weight", ref.get<float, 2>("b.weight"));
   tensors.emplace("a.bias", ref.get<float, 1>("a.bias"));
@@ -333,7 +333,7 @@ TEST_CASE("safetensors: a failed save leaves the existing file intact and no tem
   // And a successful save replaces the file, keeping its permissions.
   fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
   io::save_safetensors(path, {{"w", ef::tensor<float>({5.0f, 6.0f, 7.0f})}});
-  CHECK(io::load_safetensors(path).get<float, 1>("w").to_vector() == std::vector<float>{5.0f, 6.0f, 7.0f});
+  CHECK(io::SafeTensorsFile::from_file(path).get<float, 1>("w").to_vector() == std::vector<float>{5.0f, 6.0f, 7.0f});
   CHECK(fs::status(path).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
   for (const auto& name : dir.entries()) CHECK(name.find(".tmp-") == std::string::npos);
 }
