@@ -228,3 +228,31 @@ TEST_CASE("state_dict: float and double checkpoints load into either precision")
   io::load_model(back, dir / "float.safetensors");
   for (std::size_t i = 0; i < fv.size(); ++i) CHECK(back.weight.data.to_vector()[i] == static_cast<double>(fv[i]));
 }
+
+TEST_CASE("state_dict: tensors are read into the parameters' own storage; a file changed after opening is refused") {
+  ScratchDir dir;
+  const auto path = dir / "linear.safetensors";
+  ef::manual_seed(41);
+  nn::Linear<float> a(6, 4);
+  io::save_model(a, path);
+  ef::manual_seed(42);
+  nn::Linear<float> b(6, 4);
+  // The load writes through the flat named_parameters() views: the layer keeps its storage, now holding
+  // the file's values.
+  const float* weight_storage = b.weight.data.data();
+  io::load_state_dict(b, io::SafeTensorsFile::from_file(path));
+  CHECK(b.weight.data.data() == weight_storage);
+  CHECK(parameter_values(b) == parameter_values(a));
+
+  // A file truncated between opening and loading: the check before the first copy notices, and the module
+  // is left as it was (the strict checks passed: the header is still the one read at open).
+  ef::manual_seed(43);
+  nn::Linear<float> c(6, 4);
+  const auto before = parameter_values(c);
+  const auto f = io::SafeTensorsFile::from_file(path);
+  fs::resize_file(path, fs::file_size(path) - 4);
+  const auto msg = load_error([&] { io::load_state_dict(c, f); });
+  INFO(msg);
+  CHECK(msg.rfind(path.string() + ": the file changed while it was being read (", 0) == 0);
+  CHECK(parameter_values(c) == before);
+}

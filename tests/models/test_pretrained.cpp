@@ -232,6 +232,8 @@ TEST_CASE("gpt2_from_pretrained: wrong shapes, missing and unexpected tensors na
     lax.strict = false;
     auto m = models::gpt2_from_pretrained<float>(dir.path(), lax);
     CHECK(m.ln_f.bias->data.to_vector() == std::vector<float>(8, 0.0f));  // kept its initial value
+    auto designated = models::gpt2_from_pretrained<float>(dir.path(), {.strict = false});
+    CHECK(parameter_values(designated) == parameter_values(m));
   }
   SUBCASE("no model.safetensors") {
     fs::copy_file(tiny_dir / "config.json", dir / "config.json");
@@ -326,4 +328,29 @@ TEST_CASE("gpt2_from_pretrained: a BF16 checkpoint (with a BF16 lm_head.weight e
     const auto& e = expected.at(p.name.substr(std::string("transformer.").size()));
     CHECK(p.data.to_vector() == std::vector<double>(e.begin(), e.end()));
   }
+}
+
+TEST_CASE("gpt2_from_pretrained: options.generator drives dropout; load_gpt2_state_dict loads into a model in place") {
+  // Training-mode forwards of models given equally seeded generators draw the same dropout masks (equal
+  // logits, exactly: the same operations on the same values); another seed gives other masks.
+  ef::Generator g1(7), g2(7), g3(8);
+  auto m1 = models::gpt2_from_pretrained<float>(tiny_dir, {.generator = &g1});
+  auto m2 = models::gpt2_from_pretrained<float>(tiny_dir, {.generator = &g2});
+  auto m3 = models::gpt2_from_pretrained<float>(tiny_dir, {.generator = &g3});
+  const std::vector<std::int64_t> ids = {1, 2, 3, 4};
+  m1.train();
+  m2.train();
+  m3.train();
+  const auto a = m1.forward(ids).to_vector(), b = m2.forward(ids).to_vector(), c = m3.forward(ids).to_vector();
+  CHECK(a == b);
+  CHECK(a != c);
+
+  // The weights of an open file into an existing model: its parameters keep their storage.
+  const float* wte_storage = m3.wte.data.data();
+  auto zeroed = models::GPT2LMHeadModel<float>(models::gpt2_config_from_file(tiny_dir / "config.json"), models::no_init);
+  models::load_gpt2_state_dict(zeroed, io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors"));
+  models::load_gpt2_state_dict(m3, io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors"));
+  CHECK(m3.wte.data.data() == wte_storage);
+  CHECK(parameter_values(zeroed) == parameter_values(m3));
+  CHECK(parameter_values(zeroed) == parameter_values(m1));
 }
