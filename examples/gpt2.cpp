@@ -105,7 +105,7 @@ Options parse(int argc, char** argv) {
 }
 
 int run(const Options& o) {
-  auto gpt2 = models::load_pretrained_gpt2<float>(o.model);
+  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model);
   auto& tok = gpt2.tokenizer;
   std::vector<std::int64_t> ids = tok.encode(o.prompt);
   const std::int64_t eot = tok.eot_id();

@@ -10,15 +10,19 @@
 //         fraction of 255), and the 8-byte length prefix is written for it, so the fuzzer spends its time in
 //         the JSON and offset checks rather than guessing a length.
 // Loading must either succeed or throw checkpoint_error. On success every tensor must convert (or throw
-// checkpoint_error) to each element type, with as many elements as its shape says, and saving the
+// checkpoint_error) to each element type, with as many elements as its shape says and the same values
+// through read_into (a strided destination) and read_elements as through get_flat, and saving the
 // floating tensors and loading them back must give the same bits. Any other exception or a wrong count
 // aborts; ASan and UBSan catch memory errors and undefined behaviour.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <eigenformer/io/safetensors.hpp>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -27,11 +31,33 @@ namespace io = eigenformer::io;
 
 namespace {
 
+// Equal bits (NaNs with payloads included); std::vector<bool> compares by value.
+template <typename T>
+bool same(const std::vector<T>& a, const std::vector<T>& b) {
+  if constexpr (std::is_same_v<T, bool>) return a == b;
+  else return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
 template <typename T>
 void convert(const io::SafeTensorsFile& f, const std::string& name) {
   try {
     const auto t = f.get_flat<T>(name);
     if (t.numel() != f.info(name).numel()) std::abort();
+    // The streamed paths must agree with get_flat: a rank-2 tensor read into the transpose of a buffer
+    // (strided destination, chunked scatter), and its last elements through read_elements.
+    const auto& shape = f.info(name).shape;
+    if (shape.size() == 2) {
+      auto buffer = eigenformer::Tensor<T, 2>::empty(eigenformer::Shape<2>{shape[1], shape[0]});
+      f.read_into(name, buffer.t());
+      if (!same(buffer.t().to_vector(), t.to_vector())) std::abort();
+    }
+    if (t.numel() > 0) {
+      const eigenformer::index_t n = std::min<eigenformer::index_t>(t.numel(), 3);
+      std::array<T, 3> tail{};  // not std::vector: vector<bool> has no data()
+      f.read_elements(name, t.numel() - n, std::span<T>(tail.data(), static_cast<std::size_t>(n)));
+      for (eigenformer::index_t i = 0; i < n; ++i)
+        if (!same(std::vector<T>{tail[static_cast<std::size_t>(i)]}, std::vector<T>{t(t.numel() - n + i)})) std::abort();
+    }
   } catch (const io::checkpoint_error&) {
   }
 }
@@ -72,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const io::checkpoint_error&) {
       return 0;  // names came from valid JSON, so only the file system can fail here (a full disk)
     }
-    const auto back = io::load_safetensors(path);
+    const auto back = io::SafeTensorsFile::from_file(path);
     std::filesystem::remove(path);
     for (const auto& [name, t] : floats) {
       const auto a = t.flat<float>(), b = back.get_flat<float>(name);

@@ -6,8 +6,9 @@
 //   models/generation.hpp  the CausalLM concept (any decoder with make_cache and a cached forward),
 //                          GenerationConfig, generate (greedy, temperature, top-k, top-p, sampling equal to
 //                          torch.multinomial), the next-token table
-//   models/pretrained.hpp  load_gpt2 / save_pretrained: Hugging Face model directories (config.json +
-//                          model.safetensors; needs nlohmann/json, a dependency of eigenformer::eigenformer)
+//   models/pretrained.hpp  gpt2_from_pretrained / save_pretrained: Hugging Face model directories
+//                          (config.json + model.safetensors; needs nlohmann/json, a dependency of
+//                          eigenformer::eigenformer)
 //
 // Not included here: models/pretrained_gpt2.hpp (model + tokenizer from one directory), which needs the
 // tokenizers and so eigenformer::tokenizers (utf8proc).

@@ -1,9 +1,13 @@
 // io/safetensors.hpp: reading files written from torch tensors (tools/reference/make_safetensors_fixtures.py),
 // F16/BF16 conversion equal to torch's .float(), every malformed file refused with its name and reason,
-// bit-exact save -> load round trips, the reference writer's byte layout, and atomic writes.
+// bit-exact save -> load round trips, the reference writer's byte layout, and atomic writes; streamed
+// reading into existing (contiguous or strided) tensors, in pieces larger than the conversion buffer, and
+// files that change after they were opened. Every value check is exact (bits): reading only moves and
+// converts elements, and each conversion has one right answer.
 #include <doctest/doctest.h>
 
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -11,7 +15,9 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "io_test_support.hpp"
@@ -59,7 +65,7 @@ std::string thrown_message(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("safetensors: the reference file's tensors equal torch's values, F16/BF16 as torch's .float()") {
-  const auto f = io::load_safetensors(data_dir() + "/reference.safetensors");
+  const auto f = io::SafeTensorsFile::from_file(data_dir() + "/reference.safetensors");
   const json ref = load_fixture("safetensors/reference.json");
   std::vector<std::string> names;
   for (const auto& c : ref.at("cases")) {
@@ -175,7 +181,7 @@ TEST_CASE("safetensors: every malformed file throws checkpoint_error naming the 
     INFO(file << ": " << item.at("defect").get<std::string>());
     REQUIRE_MESSAGE(reasons.count(stem), "no expected reason for " << file);
     const std::string path = data_dir() + "/" + file;
-    const std::string msg = thrown_message([&] { (void)io::load_safetensors(path); });
+    const std::string msg = thrown_message([&] { (void)io::SafeTensorsFile::from_file(path); });
     INFO("message: " << msg);
     CHECK(msg.rfind(path + ": ", 0) == 0);  // starts with the file
     CHECK(msg.find(reasons.at(stem)) != std::string::npos);
@@ -185,7 +191,7 @@ TEST_CASE("safetensors: every malformed file throws checkpoint_error naming the 
 
 TEST_CASE("safetensors: reading errors name the tensor, its shape and dtype, and the closest names") {
   const std::string file = data_dir() + "/reference.safetensors";
-  const auto f = io::load_safetensors(file);
+  const auto f = io::SafeTensorsFile::from_file(file);
   CHECK(thrown_message([&] { (void)f.get<float, 1>("f32.matrix"); }) ==
         file + ": tensor \"f32.matrix\" has shape [3, 5] (rank 2), not rank 1");
   CHECK(thrown_message([&] { (void)f.get<float, 2>("f32.matrx"); }) ==
@@ -220,9 +226,9 @@ TEST_CASE("safetensors: reading errors name the tensor, its shape and dtype, and
   // Files that are not there or not files.
   ScratchDir dir;
   const auto missing = (dir / "nope.safetensors").string();
-  CHECK(thrown_message([&] { (void)io::load_safetensors(missing); }) ==
+  CHECK(thrown_message([&] { (void)io::SafeTensorsFile::from_file(missing); }) ==
         missing + ": cannot read: No such file or directory");
-  CHECK(thrown_message([&] { (void)io::load_safetensors(dir.path()); }) ==
+  CHECK(thrown_message([&] { (void)io::SafeTensorsFile::from_file(dir.path()); }) ==
         dir.path().string() + ": is a directory, not a safetensors file");
 }
 
@@ -245,7 +251,7 @@ TEST_CASE("safetensors: save -> load round trips are bit-exact for float, double
   io::save_safetensors(path, {{"f", f}, {"d", d}, {"r", r}, {"ids", ids}, {"mask", mask}, {"scalar", scalar},
                               {"empty", empty}, {"strided", strided}},
                        {{"format", "pt"}, {"note", "caf\xc3\xa9"}});
-  const auto g = io::load_safetensors(path);
+  const auto g = io::SafeTensorsFile::from_file(path);
   CHECK(g.metadata() == io::Metadata{{"format", "pt"}, {"note", "caf\xc3\xa9"}});
   auto same_bits = [](const auto& a, const auto& b) {
     REQUIRE(a.shape() == b.shape());
@@ -276,7 +282,7 @@ TEST_CASE("safetensors: save writes the reference implementation's layout byte f
   // writer_layout.safetensors was laid out as safetensors' Rust writer does it: dtypes of larger alignment
   // first (I64, F64, F32), then by name; "__metadata__" first; compact JSON; spaces up to a multiple of 8.
   const std::string ref_path = data_dir() + "/writer_layout.safetensors";
-  const auto ref = io::load_safetensors(ref_path);
+  const auto ref = io::SafeTensorsFile::from_file(ref_path);
   io::TensorDict tensors;
   tensors.emplace("b.weight", ref.get<float, 2>("b.weight"));
   tensors.emplace("a.bias", ref.get<float, 1>("a.bias"));
@@ -333,7 +339,218 @@ TEST_CASE("safetensors: a failed save leaves the existing file intact and no tem
   // And a successful save replaces the file, keeping its permissions.
   fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
   io::save_safetensors(path, {{"w", ef::tensor<float>({5.0f, 6.0f, 7.0f})}});
-  CHECK(io::load_safetensors(path).get<float, 1>("w").to_vector() == std::vector<float>{5.0f, 6.0f, 7.0f});
+  CHECK(io::SafeTensorsFile::from_file(path).get<float, 1>("w").to_vector() == std::vector<float>{5.0f, 6.0f, 7.0f});
   CHECK(fs::status(path).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
   for (const auto& name : dir.entries()) CHECK(name.find(".tmp-") == std::string::npos);
+}
+
+// ---- Streamed reading: read_into / read_flat_into / read_elements -----------------------------------------
+
+TEST_CASE("safetensors: read_into gives get_flat's exact values in contiguous and strided destinations") {
+  // The same fixture values as the first test, now read into storage that already exists. Exact (bit for
+  // bit, via check_bits) since reading into a view converts each element exactly as get does.
+  const auto f = io::SafeTensorsFile::from_file(data_dir() + "/reference.safetensors");
+  const json ref = load_fixture("safetensors/reference.json");
+  for (const auto& c : ref.at("cases")) {
+    const auto name = c.at("name").get<std::string>();
+    if (name == "__metadata__") continue;
+    const auto dtype = c.at("safetensors_dtype").get<std::string>();
+    const auto& out = c.at("out");
+    const auto numel = static_cast<index_t>(out.at("data").size());
+    INFO(name << " (" << dtype << ")");
+    auto flat_check = [&]<typename T>(T, bool float_values) {
+      auto dst = ef::Tensor<T, 1>::empty(ef::Shape<1>{numel});
+      f.read_flat_into(name, dst);
+      if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>)
+        CHECK(dst.to_vector() == out.at("data").get<std::vector<T>>());
+      else
+        check_bits(dst.to_vector(), out, name + " flat", float_values);
+      // Every other element of a buffer twice the size: a strided 1-D destination.
+      auto wide = ef::zeros<T>({2 * numel});
+      f.read_flat_into(name, wide.slice(0, 0, 2 * numel, 2));
+      if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>)
+        CHECK(wide.slice(0, 0, 2 * numel, 2).to_vector() == out.at("data").get<std::vector<T>>());
+      else
+        check_bits(wide.slice(0, 0, 2 * numel, 2).to_vector(), out, name + " strided", float_values);
+      if (numel > 0) CHECK(wide(1) == T{});  // the gaps are untouched
+    };
+    if (dtype == "F32" || dtype == "F16" || dtype == "BF16") {
+      flat_check(float{}, true);
+      flat_check(double{}, true);
+    } else if (dtype == "F64") {
+      flat_check(double{}, false);
+    } else if (dtype == "I64" || dtype == "I32") {
+      flat_check(std::int64_t{}, false);
+    } else {
+      flat_check(bool{}, false);
+    }
+  }
+
+  // Rank-2 tensors into the transpose of a (cols, rows) buffer: the layout load_state_dict uses for weights
+  // stored (in, out). The view's row-major order is the file's, so its to_vector equals get_flat's.
+  for (const char* name : {"f32.matrix", "f16.patterns", "bf16.patterns"}) {
+    INFO(name);
+    const auto& shape = f.info(name).shape;
+    auto buffer = ef::Tensor<float, 2>::empty(ef::Shape<2>{shape[1], shape[0]});
+    f.read_into(name, buffer.t());
+    const auto got = buffer.t().to_vector(), want = f.get_flat<float>(name).to_vector();
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  }
+  auto mask = ef::Tensor<bool, 2>::empty(ef::Shape<2>{3, 2});
+  f.read_into("bool.mask", mask.t());
+  CHECK(mask.t().to_vector() == f.get_flat<bool>("bool.mask").to_vector());
+  auto ids = ef::Tensor<std::int64_t, 1>::empty(ef::Shape<1>{5});
+  f.read_into("i32.ids", ids);
+  CHECK(ids.to_vector() == f.get_flat<std::int64_t>("i32.ids").to_vector());
+  auto scalar = ef::Tensor<double, 0>(0.0);
+  f.read_into("scalar", scalar);
+  CHECK(scalar.item() == 3.5);
+  auto empty = ef::Tensor<float, 2>::empty(ef::Shape<2>{0, 3});
+  f.read_into("empty", empty);  // nothing to read, and no error
+}
+
+TEST_CASE("safetensors: tensors larger than the 1 MiB conversion buffer convert exactly, piece by piece") {
+  // An F16 tensor of 600,000 elements (1.2 MB: three buffer loads as float through a strided view, two as
+  // float contiguous) holding every half bit pattern in turn, and an F64 tensor rounded to float. Each
+  // element is compared with the scalar conversion (half_to_float, checked against all 65536 patterns above;
+  // static_cast<float> for F64), so chunk boundaries cannot shift, drop or repeat an element.
+  constexpr index_t rows = 600, cols = 1000, n = rows * cols;
+  std::string f16(static_cast<std::size_t>(2 * n), '\0'), f64(static_cast<std::size_t>(8 * n), '\0');
+  for (index_t i = 0; i < n; ++i) {
+    const auto h = static_cast<std::uint16_t>((i * 7919) & 0xffff);
+    f16[static_cast<std::size_t>(2 * i)] = static_cast<char>(h & 0xff);
+    f16[static_cast<std::size_t>(2 * i + 1)] = static_cast<char>(h >> 8);
+    const auto bits = std::bit_cast<std::uint64_t>(std::ldexp(1.0 + static_cast<double>(i) / 3.0, static_cast<int>(i % 61) - 30));
+    for (int b = 0; b < 8; ++b) f64[static_cast<std::size_t>(8 * i + b)] = static_cast<char>((bits >> (8 * b)) & 0xff);
+  }
+  const std::string header = R"({"h":{"dtype":"F16","shape":[600,1000],"data_offsets":[0,1200000]},)"
+                             R"("d":{"dtype":"F64","shape":[600,1000],"data_offsets":[1200000,6000000]}})";
+  ScratchDir dir;
+  write_bytes(dir / "big.safetensors", safetensors_bytes(header, f16 + f64));
+  const auto f = io::SafeTensorsFile::from_file(dir / "big.safetensors");
+
+  auto contiguous = ef::Tensor<float, 2>::empty(ef::Shape<2>{rows, cols});
+  f.read_into("h", contiguous);
+  auto transposed = ef::Tensor<float, 2>::empty(ef::Shape<2>{cols, rows});
+  f.read_into("h", transposed.t());
+  auto rounded = ef::Tensor<float, 2>::empty(ef::Shape<2>{cols, rows});
+  f.read_into("d", rounded.t());
+  const auto a = contiguous.to_vector(), b = transposed.t().to_vector(), d = rounded.t().to_vector();
+  int bad = 0;
+  for (index_t i = 0; i < n && bad < 5; ++i) {
+    const float want = io::detail::half_to_float(static_cast<std::uint16_t>((i * 7919) & 0xffff));
+    const float want_d = static_cast<float>(std::ldexp(1.0 + static_cast<double>(i) / 3.0, static_cast<int>(i % 61) - 30));
+    const auto u = static_cast<std::size_t>(i);
+    const bool ok = (std::isnan(want) ? std::isnan(a[u]) && std::isnan(b[u])
+                                      : std::bit_cast<std::uint32_t>(a[u]) == std::bit_cast<std::uint32_t>(want) &&
+                                            std::bit_cast<std::uint32_t>(b[u]) == std::bit_cast<std::uint32_t>(want)) &&
+                    std::bit_cast<std::uint32_t>(d[u]) == std::bit_cast<std::uint32_t>(want_d);
+    if (!ok) {
+      FAIL_CHECK("element " << i << ": " << a[u] << ", " << b[u] << ", " << d[u] << " vs " << want << ", " << want_d);
+      ++bad;
+    }
+  }
+  CHECK(bad == 0);
+
+  // read_elements: any range, converted the same way.
+  std::vector<double> piece(300'000);
+  f.read_elements("h", 250'000, std::span<double>(piece));
+  CHECK(std::bit_cast<std::uint64_t>(piece[7]) == std::bit_cast<std::uint64_t>(static_cast<double>(a[250'007])));
+  const std::string path = (dir / "big.safetensors").string();
+  CHECK(thrown_message([&] { f.read_elements("h", 599'999, std::span<double>(piece.data(), 2)); }) ==
+        path + ": tensor \"h\": elements [599999, 600001) are outside its 600000 elements");
+}
+
+TEST_CASE("safetensors: read_into refuses a destination of another shape or dtype, naming both, before writing") {
+  const std::string file = data_dir() + "/reference.safetensors";
+  const auto f = io::SafeTensorsFile::from_file(file);
+  auto wrong = ef::full<float>({5, 3}, 7.0f);
+  CHECK(thrown_message([&] { f.read_into("f32.matrix", wrong); }) ==
+        file + ": tensor \"f32.matrix\" has shape [3, 5] in the file, but the destination has shape [5, 3]");
+  auto flat = ef::full<float>({15}, 7.0f);
+  CHECK(thrown_message([&] { f.read_into("f32.matrix", flat); }) ==
+        file + ": tensor \"f32.matrix\" has shape [3, 5] in the file, but the destination has shape [15]");
+  auto short_flat = ef::full<float>({14}, 7.0f);
+  CHECK(thrown_message([&] { f.read_flat_into("f32.matrix", short_flat); }) ==
+        file + ": tensor \"f32.matrix\" has shape [3, 5] (15 elements) in the file, but the destination has shape [14]");
+  auto ints = ef::full<float>({7}, 7.0f);
+  CHECK(thrown_message([&] { f.read_into("i64.ids", ints); }) ==
+        file + ": tensor \"i64.ids\" has dtype I64; it cannot be read as float (that needs F16, BF16, F32 or F64)");
+  // An expanded view (stride 0) has one element where the file has many.
+  const auto one = ef::Tensor<float, 1>::empty(ef::Shape<1>{1});
+  CHECK(thrown_message([&] { f.read_into("f32.matrix", one.view(ef::Shape<2>{1, 1}).expand(ef::Shape<2>{3, 5})); })
+            .find("tensor \"f32.matrix\": the destination (shape [3, 5], strides [0, 0]) is an expanded view") !=
+        std::string::npos);
+  // Nothing was written by any refused read.
+  CHECK(wrong.to_vector() == std::vector<float>(15, 7.0f));
+  CHECK(flat.to_vector() == std::vector<float>(15, 7.0f));
+  CHECK(short_flat.to_vector() == std::vector<float>(14, 7.0f));
+  CHECK(ints.to_vector() == std::vector<float>(7, 7.0f));
+  CHECK(thrown_message([&] { f.read_into("nope", wrong); }) ==
+        file + ": no tensor \"nope\" (10 tensors; closest: \"empty\", \"scalar\", \"i32.ids\")");
+}
+
+TEST_CASE("safetensors: a file truncated or rewritten after it was opened throws, naming the file and tensor") {
+  ScratchDir dir;
+  const auto path = dir / "model.safetensors";
+  const std::string p = path.string();
+  ef::manual_seed(5);
+  const auto w = ef::randn<float>({64, 32});
+  const auto h = ef::randn<float>({16});
+  io::save_safetensors(path, {{"w", w}, {"h", h}});  // data: h at [0, 64), w at [64, 8256) (by name)
+  const auto size = fs::file_size(path);
+
+  SUBCASE("truncated: the read comes up short") {
+    const auto f = io::SafeTensorsFile::from_file(path);
+    fs::resize_file(path, size - 100);
+    auto dst = ef::Tensor<float, 2>::empty(ef::Shape<2>{64, 32});
+    const auto msg = thrown_message([&] { f.read_into("w", dst); });
+    INFO(msg);
+    CHECK(msg.rfind(p + ": tensor \"w\": read ", 0) == 0);
+    CHECK(msg.find(" of 8192 bytes at file offset ") != std::string::npos);
+    CHECK(msg.find("the file ended early (" + std::to_string(size - 100) + " bytes now, " + std::to_string(size) +
+                   " when it was opened") != std::string::npos);
+    // A tensor still wholly inside the file reads, but the changed size is noticed all the same.
+    CHECK(thrown_message([&] { (void)f.get<float, 1>("h"); }) ==
+          p + ": tensor \"h\": the file changed while it was being read (" + std::to_string(size - 100) + " bytes now, " +
+              std::to_string(size) + " when it was opened)");
+  }
+  SUBCASE("rewritten in place with the same size") {
+    const auto f = io::SafeTensorsFile::from_file(path);
+    std::string bytes = read_bytes(path);
+    bytes[bytes.size() - 1] ^= 0x55;
+    { std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out); out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); }
+    // A distinct modification time, whatever the file system's timestamp granularity.
+    fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(5));
+    CHECK(thrown_message([&] { (void)f.get<float, 2>("w"); }).rfind(
+              p + ": tensor \"w\": the file changed while it was being read (its modification time", 0) == 0);
+    CHECK(thrown_message([&] { f.check_unchanged(); }).rfind(p + ": the file changed while it was being read", 0) == 0);
+  }
+  SUBCASE("replaced by rename (as every atomic writer does): the open file is still the old, whole one") {
+    const auto f = io::SafeTensorsFile::from_file(path);
+    io::save_safetensors(path, {{"w", ef::zeros<float>({2})}});
+    CHECK(f.get<float, 2>("w").to_vector() == w.to_vector());
+    CHECK(io::SafeTensorsFile::from_file(path).info("w").shape == std::vector<index_t>{2});
+  }
+}
+
+TEST_CASE("safetensors: one open file serves reads from several threads at once") {
+  // pread carries its own offset, so no lock is needed; each thread reads every tensor and checks the bits.
+  const auto f = io::SafeTensorsFile::from_file(data_dir() + "/reference.safetensors");
+  std::vector<std::vector<float>> want;
+  for (const char* name : {"f32.matrix", "f16.patterns", "bf16.patterns", "f16.randn"}) want.push_back(f.get_flat<float>(name).to_vector());
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      int k = 0;
+      for (int round = 0; round < 50; ++round, k = 0)
+        for (const char* name : {"f32.matrix", "f16.patterns", "bf16.patterns", "f16.randn"}) {
+          const auto got = f.get_flat<float>(name).to_vector();
+          if (std::memcmp(got.data(), want[static_cast<std::size_t>(k)].data(), got.size() * sizeof(float)) != 0) ++failures[static_cast<std::size_t>(t)];
+          ++k;
+        }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(failures == std::vector<int>(4, 0));
 }

@@ -53,11 +53,11 @@ TEST_CASE_TEMPLATE("state_dict: an nn::Linear saved and loaded into another is e
   CHECK(sd.at("bias").shape() == std::vector<index_t>{3});
   CHECK(sd.at("weight").dtype() == io::dtype_of<T>());
 
-  io::save(a, dir / "linear.safetensors");
-  const auto f = io::load_safetensors(dir / "linear.safetensors");
+  io::save_model(a, dir / "linear.safetensors");
+  const auto f = io::SafeTensorsFile::from_file(dir / "linear.safetensors");
   CHECK(f.names() == std::vector<std::string>{"bias", "weight"});
   CHECK(f.metadata() == io::Metadata{{"format", "pt"}});  // what Hugging Face transformers looks for
-  const auto report = io::load(b, dir / "linear.safetensors");
+  const auto report = io::load_model(b, dir / "linear.safetensors");
   CHECK(report.missing_keys.empty());
   CHECK(report.unexpected_keys.empty());
   CHECK(parameter_values(a) == parameter_values(b));
@@ -81,8 +81,8 @@ TEST_CASE("state_dict: nn::MultiHeadAttention round trips by its names (qkv.weig
   CHECK(names == std::vector<std::string>{"out.bias", "out.weight", "qkv.bias", "qkv.weight"});
   CHECK(sd.at("qkv.weight").shape() == std::vector<index_t>{24, 8});
 
-  io::save(a, dir / "mha.safetensors");
-  io::load(b, dir / "mha.safetensors");
+  io::save_model(a, dir / "mha.safetensors");
+  io::load_model(b, dir / "mha.safetensors");
   a.eval();
   b.eval();
   ef::manual_seed(12);
@@ -97,7 +97,7 @@ TEST_CASE("state_dict: nn::MultiHeadAttention round trips by its names (qkv.weig
   nn::MultiHeadAttention<float> c(8, 2, 0.0);
   io::LoadOptions opts;
   opts.rename = [](const std::string& n) { return "h.0.attn." + n; };
-  io::load(c, dir / "prefixed.safetensors", opts);
+  io::load_model(c, dir / "prefixed.safetensors", opts);
   CHECK(parameter_values(a) == parameter_values(c));
 }
 
@@ -111,14 +111,14 @@ TEST_CASE("state_dict: strict loads list every missing and unexpected key; the m
   ef::manual_seed(5);
   nn::Linear<float> dst(4, 2);
   const auto before = parameter_values(dst);
-  CHECK(load_error([&] { io::load(dst, path); }) ==
+  CHECK(load_error([&] { io::load_model(dst, path); }) ==
         path.string() + ": cannot load the state dict: 1 missing key: \"bias\"; 2 unexpected keys: \"extra\", \"more.bias\"");
   CHECK(parameter_values(dst) == before);
 
   // Non-strict: what matches is loaded, the rest reported (PyTorch's strict=False).
   io::LoadOptions lenient;
   lenient.strict = false;
-  const auto report = io::load(dst, path, lenient);
+  const auto report = io::load_model(dst, path, lenient);
   CHECK(report.missing_keys == std::vector<std::string>{"bias"});
   CHECK(report.unexpected_keys == std::vector<std::string>{"extra", "more.bias"});
   CHECK(dst.weight.data.to_vector() == src.weight.data.to_vector());
@@ -127,13 +127,13 @@ TEST_CASE("state_dict: strict loads list every missing and unexpected key; the m
   // ignore: keys that are expected to be unused (buffers) are not reported.
   io::LoadOptions ignoring = lenient;
   ignoring.ignore = [](const std::string& k) { return k == "extra"; };
-  CHECK(io::load(dst, path, ignoring).unexpected_keys == std::vector<std::string>{"more.bias"});
+  CHECK(io::load_model(dst, path, ignoring).unexpected_keys == std::vector<std::string>{"more.bias"});
 
   // The per-head layout has other names than the fused one: a strict load says which.
   nn::MultiHeadAttention<float> fused(4, 2, 0.0);
   nn::tutorial::MultiHeadAttentionPerHead<float> heads(4, 2, 0.0);
-  io::save(fused, dir / "fused.safetensors");
-  const auto msg = load_error([&] { io::load(heads, dir / "fused.safetensors"); });
+  io::save_model(fused, dir / "fused.safetensors");
+  const auto msg = load_error([&] { io::load_model(heads, dir / "fused.safetensors"); });
   CHECK(msg.find("14 missing keys: \"heads.0.q.weight\", \"heads.0.q.bias\", \"heads.0.k.weight\"") != std::string::npos);
   CHECK(msg.find("\"output_linear.weight\", \"output_linear.bias\"; 4 unexpected keys: \"out.bias\", \"out.weight\", "
                  "\"qkv.bias\", \"qkv.weight\"") != std::string::npos);
@@ -143,21 +143,21 @@ TEST_CASE("state_dict: a shape or dtype mismatch names the tensor and both shape
   ScratchDir dir;
   const auto path = dir / "wide.safetensors";
   nn::Linear<float> wide(4, 6);
-  io::save(wide, path);
+  io::save_model(wide, path);
   nn::Linear<float> narrow(4, 3);
   const auto before = parameter_values(narrow);
   const std::string expected = path.string() +
                                ": cannot load the state dict: shape mismatch for \"weight\": [6, 4] in the checkpoint, "
                                "[3, 4] in the module; shape mismatch for \"bias\": [6] in the checkpoint, [3] in the module";
-  CHECK(load_error([&] { io::load(narrow, path); }) == expected);
+  CHECK(load_error([&] { io::load_model(narrow, path); }) == expected);
   io::LoadOptions lenient;
   lenient.strict = false;
-  CHECK(load_error([&] { io::load(narrow, path, lenient); }) == expected);
+  CHECK(load_error([&] { io::load_model(narrow, path, lenient); }) == expected);
   CHECK(parameter_values(narrow) == before);
 
   // An integer tensor cannot become a weight.
   io::save_safetensors(dir / "ids.safetensors", {{"weight", ef::zeros<std::int64_t>({3, 4})}, {"bias", ef::zeros<float>({3})}});
-  CHECK(load_error([&] { io::load(narrow, dir / "ids.safetensors"); }) ==
+  CHECK(load_error([&] { io::load_model(narrow, dir / "ids.safetensors"); }) ==
         (dir / "ids.safetensors").string() +
             ": cannot load the state dict: dtype mismatch for \"weight\": I64 in the checkpoint, a floating dtype (F16, "
             "BF16, F32, F64) is needed");
@@ -165,7 +165,7 @@ TEST_CASE("state_dict: a shape or dtype mismatch names the tensor and both shape
   io::LoadOptions renamed;
   renamed.rename = [](const std::string& n) { return "lin." + n; };
   io::save_safetensors(dir / "renamed.safetensors", {{"lin.weight", ef::zeros<float>({3, 5})}, {"lin.bias", ef::zeros<float>({3})}});
-  CHECK(load_error([&] { io::load(narrow, dir / "renamed.safetensors", renamed); }) ==
+  CHECK(load_error([&] { io::load_model(narrow, dir / "renamed.safetensors", renamed); }) ==
         (dir / "renamed.safetensors").string() +
             ": cannot load the state dict: shape mismatch for \"lin.weight\" (parameter \"weight\"): [3, 5] in the "
             "checkpoint, [3, 4] in the module");
@@ -194,7 +194,7 @@ TEST_CASE("state_dict: Hugging Face GPT-2 Conv1D weights (stored (in, out)) load
   };
   hf.transpose = io::gpt2_conv1d_weight;
   hf.ignore = [](const std::string& k) { return k.ends_with(".attn.bias"); };
-  const auto report = io::load(attn, dir / "gpt2.safetensors", hf);
+  const auto report = io::load_model(attn, dir / "gpt2.safetensors", hf);
   CHECK(report.unexpected_keys.empty());
   CHECK(attn.qkv.weight.shape() == ef::Shape<2>{3 * c, c});
   CHECK(attn.qkv.weight.data.to_vector() == c_attn_w.t().contiguous().to_vector());
@@ -204,7 +204,7 @@ TEST_CASE("state_dict: Hugging Face GPT-2 Conv1D weights (stored (in, out)) load
   // Without the transpose hook the shapes disagree, and the message says so.
   io::LoadOptions plain = hf;
   plain.transpose = nullptr;
-  CHECK(load_error([&] { io::load(attn, dir / "gpt2.safetensors", plain); })
+  CHECK(load_error([&] { io::load_model(attn, dir / "gpt2.safetensors", plain); })
             .find("shape mismatch for \"h.0.attn.c_attn.weight\" (parameter \"qkv.weight\"): [8, 24] in the "
                   "checkpoint, [24, 8] in the module") != std::string::npos);
   CHECK(io::gpt2_conv1d_weight("transformer.h.11.mlp.c_fc.weight"));
@@ -216,14 +216,42 @@ TEST_CASE("state_dict: float and double checkpoints load into either precision")
   ScratchDir dir;
   ef::manual_seed(31);
   nn::Linear<double> d(3, 2);
-  io::save(d, dir / "double.safetensors");
+  io::save_model(d, dir / "double.safetensors");
   nn::Linear<float> f(3, 2);
-  io::load(f, dir / "double.safetensors");
+  io::load_model(f, dir / "double.safetensors");
   const auto dv = d.weight.data.to_vector();
   const auto fv = f.weight.data.to_vector();
   for (std::size_t i = 0; i < dv.size(); ++i) CHECK(fv[i] == static_cast<float>(dv[i]));  // rounded, like copy_
   nn::Linear<double> back(3, 2);
-  io::save(f, dir / "float.safetensors");
-  io::load(back, dir / "float.safetensors");
+  io::save_model(f, dir / "float.safetensors");
+  io::load_model(back, dir / "float.safetensors");
   for (std::size_t i = 0; i < fv.size(); ++i) CHECK(back.weight.data.to_vector()[i] == static_cast<double>(fv[i]));
+}
+
+TEST_CASE("state_dict: tensors are read into the parameters' own storage; a file changed after opening is refused") {
+  ScratchDir dir;
+  const auto path = dir / "linear.safetensors";
+  ef::manual_seed(41);
+  nn::Linear<float> a(6, 4);
+  io::save_model(a, path);
+  ef::manual_seed(42);
+  nn::Linear<float> b(6, 4);
+  // The load writes through the flat named_parameters() views: the layer keeps its storage, now holding
+  // the file's values.
+  const float* weight_storage = b.weight.data.data();
+  io::load_state_dict(b, io::SafeTensorsFile::from_file(path));
+  CHECK(b.weight.data.data() == weight_storage);
+  CHECK(parameter_values(b) == parameter_values(a));
+
+  // A file truncated between opening and loading: the check before the first copy notices, and the module
+  // is left as it was (the strict checks passed: the header is still the one read at open).
+  ef::manual_seed(43);
+  nn::Linear<float> c(6, 4);
+  const auto before = parameter_values(c);
+  const auto f = io::SafeTensorsFile::from_file(path);
+  fs::resize_file(path, fs::file_size(path) - 4);
+  const auto msg = load_error([&] { io::load_state_dict(c, f); });
+  INFO(msg);
+  CHECK(msg.rfind(path.string() + ": the file changed while it was being read (", 0) == 0);
+  CHECK(parameter_values(c) == before);
 }

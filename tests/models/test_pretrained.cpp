@@ -1,8 +1,8 @@
 // models/pretrained.hpp: a Hugging Face GPT-2 directory (tests/data/gpt2_tiny_hf, written by
 // tools/reference/make_gpt2_hf_fixtures.py in the official layout: keys without "transformer.", the
 // attn.bias / attn.masked_bias buffers, no lm_head.weight, a config.json with fields to ignore) loads in one
-// call and gives PyTorch's logits; save_pretrained -> load_gpt2 round trips bit for bit; bad directories
-// throw io::checkpoint_error naming the file and the field or tensor.
+// call and gives PyTorch's logits; save_pretrained -> gpt2_from_pretrained round trips bit for bit; bad
+// directories throw io::checkpoint_error naming the file and the field or tensor.
 //
 // Tolerance: that of test_gpt2.cpp for the same computation (1e-5 relative + 1e-5 absolute on the logits,
 // the float32 rounding of ~25 chained steps). Measured (EIGENFORMER_REPORT_ERRORS=1): max abs 2.1e-6 (float),
@@ -45,7 +45,7 @@ std::string checkpoint_error_of(const std::function<void()>& f) {
 
 // The tiny checkpoint's tensors as a TensorDict (float), to write altered copies.
 io::TensorDict tiny_tensors() {
-  const auto f = io::load_safetensors(tiny_dir / "model.safetensors");
+  const auto f = io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors");
   io::TensorDict d;
   for (const auto& name : f.names()) d.emplace(name, io::AnyTensor(f.get_flat<float>(name), f.info(name).shape));
   return d;
@@ -69,9 +69,9 @@ std::vector<std::vector<T>> parameter_values(ef::nn::Module<T>& m) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("load_gpt2: the official layout (no prefix, mask buffers, tied head) gives PyTorch's logits", T,
+TEST_CASE_TEMPLATE("gpt2_from_pretrained: the official layout (no prefix, mask buffers, tied head) gives PyTorch's logits", T,
                    float, double) {
-  auto model = models::load_gpt2<T>(tiny_dir);
+  auto model = models::gpt2_from_pretrained<T>(tiny_dir);
   const auto& c = hf_case("logits");
   const auto& cfg = model.config();
   CHECK(cfg.vocab_size == c.at("config").at("vocab_size").get<index_t>());
@@ -85,7 +85,7 @@ TEST_CASE_TEMPLATE("load_gpt2: the official layout (no prefix, mask buffers, tie
   CHECK_FALSE(model.is_training());  // eval mode, as transformers' from_pretrained
 
   // Every parameter holds the file's value exactly (F32 -> T is exact).
-  const auto file = io::load_safetensors(tiny_dir / "model.safetensors");
+  const auto file = io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors");
   for (auto& p : model.named_parameters()) {
     const auto key = p.name.substr(std::string("transformer.").size());
     INFO(p.name);
@@ -107,9 +107,9 @@ TEST_CASE_TEMPLATE("load_gpt2: the official layout (no prefix, mask buffers, tie
   }
 }
 
-TEST_CASE("load_gpt2: keys with the \"transformer.\" prefix, F64 tensors, an lm_head.weight equal to wte") {
+TEST_CASE("gpt2_from_pretrained: keys with the \"transformer.\" prefix, F64 tensors, an lm_head.weight equal to wte") {
   ScratchDir dir;
-  const auto file = io::load_safetensors(tiny_dir / "model.safetensors");
+  const auto file = io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors");
   io::TensorDict d;
   for (const auto& name : file.names()) {
     // F64 in the file: loads into float rounded (exactly here, the values are float32's).
@@ -117,8 +117,8 @@ TEST_CASE("load_gpt2: keys with the \"transformer.\" prefix, F64 tensors, an lm_
   }
   d.emplace("lm_head.weight", io::AnyTensor(file.get_flat<double>("wte.weight"), file.info("wte.weight").shape));
   write_dir(dir, d);
-  auto prefixed = models::load_gpt2<float>(dir.path());
-  auto official = models::load_gpt2<float>(tiny_dir);
+  auto prefixed = models::gpt2_from_pretrained<float>(dir.path());
+  auto official = models::gpt2_from_pretrained<float>(tiny_dir);
   CHECK(parameter_values(prefixed) == parameter_values(official));
 
   // A head that differs from wte by one element is refused, naming the tensor and where.
@@ -128,7 +128,7 @@ TEST_CASE("load_gpt2: keys with the \"transformer.\" prefix, F64 tensors, an lm_
   bad.erase("lm_head.weight");
   bad.emplace("lm_head.weight", io::AnyTensor(head, file.info("wte.weight").shape));
   write_dir(dir, bad);
-  const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find((dir / "model.safetensors").string()) != std::string::npos);
   CHECK(msg.find("\"lm_head.weight\"") != std::string::npos);
   CHECK(msg.find("\"transformer.wte.weight\"") != std::string::npos);
@@ -136,8 +136,8 @@ TEST_CASE("load_gpt2: keys with the \"transformer.\" prefix, F64 tensors, an lm_
   INFO(msg);
 }
 
-TEST_CASE_TEMPLATE("save_pretrained -> load_gpt2 round trips bit for bit", T, float, double) {
-  auto model = models::load_gpt2<T>(tiny_dir);
+TEST_CASE_TEMPLATE("save_pretrained -> gpt2_from_pretrained round trips bit for bit", T, float, double) {
+  auto model = models::gpt2_from_pretrained<T>(tiny_dir);
   // Perturb every parameter so the round trip is not of the file's own float32 values.
   for (auto& p : model.named_parameters())
     for (index_t i = 0; i < p.data.numel(); ++i) p.data(i) = p.data(i) * T(1.0001) + T(1e-7) * static_cast<T>(i);
@@ -149,7 +149,7 @@ TEST_CASE_TEMPLATE("save_pretrained -> load_gpt2 round trips bit for bit", T, fl
   CHECK(files == std::vector<std::string>{"config.json", "model.safetensors"});  // no temporary left
 
   // transformers' GPT2LMHeadModel.save_pretrained names: prefixed, no buffers, no lm_head (tied).
-  const auto saved = io::load_safetensors(dir / "out" / "model.safetensors");
+  const auto saved = io::SafeTensorsFile::from_file(dir / "out" / "model.safetensors");
   CHECK(saved.contains("transformer.wte.weight"));
   CHECK(saved.contains("transformer.h.1.mlp.c_proj.weight"));
   CHECK_FALSE(saved.contains("lm_head.weight"));
@@ -161,7 +161,7 @@ TEST_CASE_TEMPLATE("save_pretrained -> load_gpt2 round trips bit for bit", T, fl
   CHECK(config.at("architectures") == json::array({"GPT2LMHeadModel"}));
   CHECK(config.at("n_inner").is_null());
 
-  auto loaded = models::load_gpt2<T>(dir / "out");
+  auto loaded = models::gpt2_from_pretrained<T>(dir / "out");
   CHECK(parameter_values(loaded) == parameter_values(model));
   const auto& a = loaded.config();
   const auto& b = model.config();
@@ -188,7 +188,7 @@ TEST_CASE_TEMPLATE("save_pretrained -> load_gpt2 round trips bit for bit", T, fl
   CHECK(read_bytes(dir / "out" / "config.json") == first_config);
 }
 
-TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file and the keys") {
+TEST_CASE("gpt2_from_pretrained: wrong shapes, missing and unexpected tensors name the file and the keys") {
   ScratchDir dir;
   const std::string weights = (dir / "model.safetensors").string();
 
@@ -197,7 +197,7 @@ TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file
     d.erase("h.0.attn.c_attn.weight");
     d.emplace("h.0.attn.c_attn.weight", io::AnyTensor(ef::zeros<float>(ef::Shape<2>{24, 8})));
     write_dir(dir, d);
-    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     INFO(msg);
     CHECK(msg.find(weights) == 0);
     CHECK(msg.find("\"h.0.attn.c_attn.weight\"") != std::string::npos);
@@ -208,7 +208,7 @@ TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file
     auto config = tiny_config();
     config["vocab_size"] = 300;
     write_dir(dir, tiny_tensors(), &config);
-    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     INFO(msg);
     CHECK(msg.find("\"wte.weight\"") != std::string::npos);
     CHECK(msg.find("[270, 8]") != std::string::npos);
@@ -219,7 +219,7 @@ TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file
     d.erase("h.1.mlp.c_fc.weight");
     d.emplace("h.1.extra.weight", io::AnyTensor(ef::zeros<float>(ef::Shape<1>{3})));
     write_dir(dir, d);
-    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     INFO(msg);
     CHECK(msg.find(weights) == 0);
     CHECK(msg.find("2 missing keys") != std::string::npos);
@@ -230,21 +230,23 @@ TEST_CASE("load_gpt2: wrong shapes, missing and unexpected tensors name the file
 
     models::PretrainedOptions lax;
     lax.strict = false;
-    auto m = models::load_gpt2<float>(dir.path(), lax);
+    auto m = models::gpt2_from_pretrained<float>(dir.path(), lax);
     CHECK(m.transformer.ln_f.bias->data.to_vector() == std::vector<float>(8, 0.0f));  // kept its initial value
+    auto designated = models::gpt2_from_pretrained<float>(dir.path(), {.strict = false});
+    CHECK(parameter_values(designated) == parameter_values(m));
   }
   SUBCASE("no model.safetensors") {
     fs::copy_file(tiny_dir / "config.json", dir / "config.json");
-    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     CHECK(msg.find(weights + ": no such file") == 0);
   }
   SUBCASE("not a directory") {
-    const auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir / "nowhere"); });
+    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir / "nowhere"); });
     CHECK(msg.find("no such directory") != std::string::npos);
   }
 }
 
-TEST_CASE("load_gpt2: a bad config.json names the file and the field") {
+TEST_CASE("gpt2_from_pretrained: a bad config.json names the file and the field") {
   ScratchDir dir;
   const std::string config_path = (dir / "config.json").string();
   const auto tensors = tiny_tensors();
@@ -252,7 +254,7 @@ TEST_CASE("load_gpt2: a bad config.json names the file and the field") {
     auto config = tiny_config();
     edit(config);
     write_dir(dir, tensors, &config);
-    return checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+    return checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   };
   const auto check = [&](const std::string& msg, const std::string& field) {
     INFO(msg);
@@ -277,24 +279,24 @@ TEST_CASE("load_gpt2: a bad config.json names the file and the field") {
   config.erase("n_positions");
   config["something_new"] = {{"nested", true}};
   write_dir(dir, tensors, &config);
-  CHECK(models::load_gpt2<float>(dir.path()).config().n_positions == 16);
+  CHECK(models::gpt2_from_pretrained<float>(dir.path()).config().n_positions == 16);
 
   // Not JSON at all, and not an object.
   write_bytes(dir / "config.json", "{\"n_embd\": 8,");
-  auto msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find(config_path + ": not valid JSON") == 0);
   write_bytes(dir / "config.json", "[1, 2]");
-  msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find(config_path + ": expected a JSON object") == 0);
   fs::remove(dir / "config.json");
-  msg = checkpoint_error_of([&] { (void)models::load_gpt2<float>(dir.path()); });
+  msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find(config_path + ": no such file") == 0);
 }
 
-TEST_CASE("load_gpt2: a BF16 checkpoint (with a BF16 lm_head.weight equal to wte) converts to float and double") {
+TEST_CASE("gpt2_from_pretrained: a BF16 checkpoint (with a BF16 lm_head.weight equal to wte) converts to float and double") {
   // Every tensor of the tiny file truncated to bfloat16 (the top 16 bits of each float32), written by hand:
   // eigenformer's writer only writes F32 / F64.
-  const auto file = io::load_safetensors(tiny_dir / "model.safetensors");
+  const auto file = io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors");
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}};
   std::string data;
@@ -316,8 +318,8 @@ TEST_CASE("load_gpt2: a BF16 checkpoint (with a BF16 lm_head.weight equal to wte
   fs::copy_file(tiny_dir / "config.json", dir / "config.json");
   write_bytes(dir / "model.safetensors", safetensors_bytes(header.dump(), data));
 
-  auto f = models::load_gpt2<float>(dir.path());
-  auto d = models::load_gpt2<double>(dir.path());
+  auto f = models::gpt2_from_pretrained<float>(dir.path());
+  auto d = models::gpt2_from_pretrained<double>(dir.path());
   for (auto& p : f.named_parameters()) {
     INFO(p.name);
     CHECK(p.data.to_vector() == expected.at(p.name.substr(std::string("transformer.").size())));
@@ -326,4 +328,29 @@ TEST_CASE("load_gpt2: a BF16 checkpoint (with a BF16 lm_head.weight equal to wte
     const auto& e = expected.at(p.name.substr(std::string("transformer.").size()));
     CHECK(p.data.to_vector() == std::vector<double>(e.begin(), e.end()));
   }
+}
+
+TEST_CASE("gpt2_from_pretrained: options.generator drives dropout; load_gpt2_state_dict loads into a model in place") {
+  // Training-mode forwards of models given equally seeded generators draw the same dropout masks (equal
+  // logits, exactly: the same operations on the same values); another seed gives other masks.
+  ef::Generator g1(7), g2(7), g3(8);
+  auto m1 = models::gpt2_from_pretrained<float>(tiny_dir, {.generator = &g1});
+  auto m2 = models::gpt2_from_pretrained<float>(tiny_dir, {.generator = &g2});
+  auto m3 = models::gpt2_from_pretrained<float>(tiny_dir, {.generator = &g3});
+  const std::vector<std::int64_t> ids = {1, 2, 3, 4};
+  m1.train();
+  m2.train();
+  m3.train();
+  const auto a = m1.forward(ids).to_vector(), b = m2.forward(ids).to_vector(), c = m3.forward(ids).to_vector();
+  CHECK(a == b);
+  CHECK(a != c);
+
+  // The weights of an open file into an existing model: its parameters keep their storage.
+  const float* wte_storage = m3.transformer.wte.weight.data.data();
+  auto zeroed = models::GPT2LMHeadModel<float>(models::gpt2_config_from_file(tiny_dir / "config.json"), models::no_init);
+  models::load_gpt2_state_dict(zeroed, io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors"));
+  models::load_gpt2_state_dict(m3, io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors"));
+  CHECK(m3.transformer.wte.weight.data.data() == wte_storage);
+  CHECK(parameter_values(zeroed) == parameter_values(m3));
+  CHECK(parameter_values(zeroed) == parameter_values(m1));
 }

@@ -19,8 +19,8 @@ namespace {
 const fs::path tiny_dir = fs::path(EIGENFORMER_TEST_DATA_DIR) / "gpt2_tiny_hf";
 }
 
-TEST_CASE("load_pretrained_gpt2: the model and its vocab.json + merges.txt tokenizer in one call") {
-  auto gpt2 = models::load_pretrained_gpt2<float>(tiny_dir);
+TEST_CASE("PretrainedGPT2::from_pretrained: the model and its vocab.json + merges.txt tokenizer in one call") {
+  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(tiny_dir);
   CHECK(gpt2.tokenizer.vocab_size() == 270);
   CHECK(gpt2.tokenizer.eot_id() == 269);
   CHECK(gpt2.model.config().vocab_size == 270);
@@ -40,14 +40,14 @@ TEST_CASE("load_pretrained_gpt2: the model and its vocab.json + merges.txt token
   }
 }
 
-TEST_CASE("load_pretrained_gpt2: a tokenizer larger than the model's vocabulary is refused") {
+TEST_CASE("PretrainedGPT2::from_pretrained: a tokenizer larger than the model's vocabulary is refused") {
   ScratchDir dir;
   for (const char* f : {"model.safetensors", "vocab.json", "merges.txt"}) fs::copy_file(tiny_dir / f, dir / f);
   // A model of 260 embeddings: the file's wte must match, so write a config and a cut-down checkpoint.
   auto config = json::parse(read_bytes(tiny_dir / "config.json"));
   config["vocab_size"] = 260;
   write_bytes(dir / "config.json", config.dump());
-  const auto src = ef::io::load_safetensors(tiny_dir / "model.safetensors");
+  const auto src = ef::io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors");
   ef::io::TensorDict d;
   for (const auto& name : src.names()) {
     auto t = src.get_flat<float>(name);
@@ -59,7 +59,7 @@ TEST_CASE("load_pretrained_gpt2: a tokenizer larger than the model's vocabulary 
     d.emplace(name, ef::io::AnyTensor(t, shape));
   }
   ef::io::save_safetensors(dir / "model.safetensors", d);
-  const auto msg = error_of([&] { (void)models::load_pretrained_gpt2<float>(dir.path()); });
+  const auto msg = error_of([&] { (void)models::PretrainedGPT2<float>::from_pretrained(dir.path()); });
   INFO(msg);
   CHECK(msg.find("the tokenizer has 270 tokens but config.json's vocab_size is 260") != std::string::npos);
   CHECK(msg.find(dir.path().string()) == 0);

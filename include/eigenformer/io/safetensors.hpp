@@ -11,18 +11,23 @@
 // numel * itemsize. A header over 100,000,000 bytes is refused. We enforce the same, so a file we accept
 // is one Hugging Face's loaders accept too, and no offset from the file is ever used unchecked.
 //
-//   auto f = io::load_safetensors("model.safetensors");
+//   auto f = io::SafeTensorsFile::from_file("model.safetensors");   // the header only
 //   for (const auto& name : f.names()) std::cout << name << " " << shape_string(f.info(name).shape) << "\n";
 //   Tensor<float, 2> wte = f.get<float, 2>("wte.weight");      // F16/BF16/F64 are converted to float
+//   f.read_into("wte.weight", model.wte.data);                  // into existing storage
 //   io::save_safetensors("out.safetensors", {{"wte.weight", wte}}, {{"format", "pt"}});
 //
-// Reading loads the whole file with one read into one buffer; tensors are converted (copied) out of it on
-// get(). Writing goes through a temporary file renamed over the target (see detail/atomic_file.hpp).
+// Opening a file reads and validates the header alone and keeps the file open; a tensor is read when it is
+// asked for, with positioned reads (pread) straight into its destination when no conversion is needed, and
+// through a 1 MiB buffer otherwise. Loading a checkpoint into a model therefore needs the model's memory and
+// nothing the size of the file: no whole-file buffer, no mapping whose touched pages would count as
+// resident. Writing goes through a temporary file renamed over the target (see detail/atomic_file.hpp).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -40,6 +45,21 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#if !defined(EIGENFORMER_IO_HAVE_PREAD) && defined(__has_include)
+#if __has_include(<unistd.h>) && __has_include(<fcntl.h>) && __has_include(<sys/stat.h>)
+#define EIGENFORMER_IO_HAVE_PREAD 1
+#endif
+#endif
+#if EIGENFORMER_IO_HAVE_PREAD
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#else
+#include <fstream>
+#include <mutex>
+#endif
 
 #include "eigenformer/io/detail/atomic_file.hpp"
 #include "eigenformer/io/error.hpp"
@@ -190,38 +210,57 @@ std::string not_found_message(std::string_view name, const Names& names) {
   return msg + ")";
 }
 
-// Converts `n` elements of dtype `d` at `src` (little-endian) to T. Floating targets take floating
-// dtypes (F64 -> float rounds, like torch's copy_); int64 takes the integer dtypes; bool takes BOOL.
-// Anything else, or a value that does not fit, throws checkpoint_error with the message prefix `what`.
+// Throws checkpoint_error (message prefix `what`) unless dtype `d` converts to T: floating targets take
+// the floating dtypes (F64 -> float rounds, like torch's copy_), int64 the integer dtypes, bool only BOOL.
+// Checked before any byte is read, so a wrong dtype never leaves a destination half-written.
 template <tensor_element T>
-void convert_elements(Dtype d, const unsigned char* src, std::size_t n, T* out, const std::string& what) {
+void check_convertible(Dtype d, const std::string& what) {
+  if constexpr (floating_element<T>) {
+    if (!is_floating(d))
+      throw checkpoint_error(what + " has dtype " + std::string(dtype_name(d)) + "; it cannot be read as " +
+                             element_name<T>() + " (that needs F16, BF16, F32 or F64)");
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (!is_integer(d))
+      throw checkpoint_error(what + " has dtype " + std::string(dtype_name(d)) +
+                             "; it cannot be read as int64 (that needs an integer dtype: U8, I8, I16, U16, I32, "
+                             "U32, I64 or U64)");
+  } else {
+    if (d != Dtype::BOOL)
+      throw checkpoint_error(what + " has dtype " + std::string(dtype_name(d)) + "; it cannot be read as bool (that needs BOOL)");
+  }
+}
+
+// True when the file's bytes of dtype `d` are T's own object representation, so they can be read straight
+// into T storage with no conversion (bool is excluded: the format's BOOL must be checked to be 0 or 1).
+template <tensor_element T>
+inline constexpr bool same_representation(Dtype d) noexcept {
+  return std::endian::native == std::endian::little && !std::is_same_v<T, bool> && d == dtype_of<T>();
+}
+
+// Converts `n` elements of dtype `d` at `src` (little-endian) to T; `d` has passed check_convertible<T>.
+// `first` is the index of src[0] within its tensor, so a value that does not fit (U64 above 2^63 - 1, a
+// BOOL byte other than 0 or 1) is reported at its place in the whole tensor, with the message prefix `what`.
+template <tensor_element T>
+void convert_elements(Dtype d, const unsigned char* src, std::size_t n, T* out, const std::string& what,
+                      std::uint64_t first = 0) {
   const std::size_t size = dtype_size(d);
+  if (same_representation<T>(d)) {
+    if (n > 0) std::memcpy(out, src, n * sizeof(T));
+    return;
+  }
   auto each = [&](auto&& f) {
     for (std::size_t i = 0; i < n; ++i) out[i] = f(src + i * size);
   };
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if (d == dtype_of<T>() && std::endian::native == std::endian::little) {
-      if (n > 0) std::memcpy(out, src, n * sizeof(T));
-      return;
-    }
+  if constexpr (floating_element<T>) {
     switch (d) {
       case Dtype::F16: return each([](const unsigned char* p) { return static_cast<T>(half_to_float(static_cast<std::uint16_t>(load_le(p, 2)))); });
       case Dtype::BF16: return each([](const unsigned char* p) { return static_cast<T>(bf16_to_float(static_cast<std::uint16_t>(load_le(p, 2)))); });
       case Dtype::F32: return each([](const unsigned char* p) { return static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_le(p, 4)))); });
       case Dtype::F64: return each([](const unsigned char* p) { return static_cast<T>(std::bit_cast<double>(load_le(p, 8))); });
-      default:
-        throw checkpoint_error(what + " has dtype " + std::string(dtype_name(d)) + "; it cannot be read as " +
-                               element_name<T>() + " (that needs F16, BF16, F32 or F64)");
+      default: check_convertible<T>(d, what);  // throws
     }
   } else if constexpr (std::is_same_v<T, std::int64_t>) {
-    if (d == Dtype::I64 && std::endian::native == std::endian::little) {
-      if (n > 0) std::memcpy(out, src, n * sizeof(T));
-      return;
-    }
-    if (!is_integer(d))
-      throw checkpoint_error(what + " has dtype " + std::string(dtype_name(d)) +
-                             "; it cannot be read as int64 (that needs an integer dtype: U8, I8, I16, U16, I32, "
-                             "U32, I64 or U64)");
+    check_convertible<T>(d, what);
     const bool is_signed = d == Dtype::I8 || d == Dtype::I16 || d == Dtype::I32 || d == Dtype::I64;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t raw = load_le(src + i * size, size);
@@ -229,18 +268,17 @@ void convert_elements(Dtype d, const unsigned char* src, std::size_t n, T* out, 
         const unsigned shift = static_cast<unsigned>(64 - 8 * size);  // sign-extend from the dtype's width
         out[i] = static_cast<std::int64_t>(raw << shift) >> shift;
       } else if (raw > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        throw checkpoint_error(what + ": element " + std::to_string(i) + " = " + std::to_string(raw) +
+        throw checkpoint_error(what + ": element " + std::to_string(first + i) + " = " + std::to_string(raw) +
                                " (U64) does not fit in int64");
       } else {
         out[i] = static_cast<std::int64_t>(raw);
       }
     }
   } else {
-    if (d != Dtype::BOOL)
-      throw checkpoint_error(what + " has dtype " + std::string(dtype_name(d)) + "; it cannot be read as bool (that needs BOOL)");
+    check_convertible<T>(d, what);
     for (std::size_t i = 0; i < n; ++i) {
       if (src[i] > 1)
-        throw checkpoint_error(what + ": element " + std::to_string(i) + " of a BOOL tensor is " +
+        throw checkpoint_error(what + ": element " + std::to_string(first + i) + " of a BOOL tensor is " +
                                std::to_string(src[i]) + ", not 0 or 1");
       out[i] = src[i] != 0;
     }
@@ -254,40 +292,196 @@ inline std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b
   return a * b;
 }
 
-}  // namespace detail
-
-// A parsed, validated safetensors file: its header and its bytes. Cheap to copy (the bytes are shared).
-class SafeTensorsFile {
+// Where a SafeTensorsFile's bytes come from. Reads are positioned and leave the source unchanged, so one
+// source can serve several threads at once.
+class ByteSource {
  public:
-  // Parses `bytes` (a whole file); `source` names it in error messages. Throws checkpoint_error on the first
-  // problem found (see the top of this file for what is checked).
-  static SafeTensorsFile from_bytes(std::span<const unsigned char> bytes, std::string source) {
-    auto buffer = std::make_unique_for_overwrite<unsigned char[]>(std::max<std::size_t>(bytes.size(), 1));
-    if (!bytes.empty()) std::memcpy(buffer.get(), bytes.data(), bytes.size());
-    return SafeTensorsFile(std::shared_ptr<const unsigned char[]>(std::move(buffer)), bytes.size(), std::move(source));
+  ByteSource() = default;
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+  virtual ~ByteSource() = default;
+  // The size in bytes, as it was when the source was opened; the header was validated against it.
+  virtual std::uint64_t size() const noexcept = 0;
+  // Exactly `n` bytes at `offset` into `out`, else checkpoint_error whose message starts with `what`.
+  virtual void read(std::uint64_t offset, std::size_t n, void* out, const std::string& what) const = 0;
+  // Throws checkpoint_error (prefix `what`) if the source is no longer what was validated when it was opened.
+  virtual void check_unchanged(const std::string& /*what*/) const {}
+};
+
+// Bytes held in memory (from_bytes: tests, fuzzing, data that did not come from a file).
+class MemorySource final : public ByteSource {
+ public:
+  explicit MemorySource(std::span<const unsigned char> bytes)
+      : data_(std::make_unique_for_overwrite<unsigned char[]>(std::max<std::size_t>(bytes.size(), 1))), size_(bytes.size()) {
+    if (!bytes.empty()) std::memcpy(data_.get(), bytes.data(), bytes.size());
+  }
+  std::uint64_t size() const noexcept override { return size_; }
+  void read(std::uint64_t offset, std::size_t n, void* out, const std::string& what) const override {
+    // Offsets come from a validated header, so this holds; kept as a check since a miss would read wild memory.
+    if (offset > size_ || n > size_ - offset)
+      throw checkpoint_error(what + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                             ") are outside the " + std::to_string(size_) + " bytes");
+    if (n > 0) std::memcpy(out, data_.get() + offset, n);
   }
 
-  // Reads the whole file with one read, then parses it.
+ private:
+  std::unique_ptr<unsigned char[]> data_;
+  std::size_t size_;
+};
+
+inline std::string read_failure(std::uint64_t offset, std::size_t n, std::size_t got) {
+  return "read " + std::to_string(got) + " of " + std::to_string(n) + " bytes at file offset " + std::to_string(offset);
+}
+
+#if EIGENFORMER_IO_HAVE_PREAD
+// An open file read with pread: nothing is read until a tensor is asked for, and then straight into where
+// it goes, so memory holds the header and the destination tensors, never a copy of the file. pread takes
+// the offset with each call (no shared file position), so concurrent reads need no lock.
+//
+// The file may change under us (rewritten in place, truncated). A read that comes up short, and a
+// size or modification time that differs from those at open (checked after each tensor), throw
+// checkpoint_error. A file replaced by rename (as our writers and Hugging Face's do) is not a change: the
+// open descriptor keeps reading the old, complete file.
+class FileSource final : public ByteSource {
+ public:
+  FileSource(const std::filesystem::path& path, const std::string& source) : source_(source) {
+#ifdef O_CLOEXEC
+    constexpr int flags = O_RDONLY | O_CLOEXEC;  // not inherited by programs this process starts
+#else
+    constexpr int flags = O_RDONLY;
+#endif
+    do {
+      fd_ = ::open(path.c_str(), flags);
+    } while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0) throw checkpoint_error(source_ + ": cannot read: " + errno_text(errno));
+    struct ::stat st {};
+    if (::fstat(fd_, &st) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw checkpoint_error(source_ + ": cannot read: " + errno_text(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw checkpoint_error(source_ + ": cannot read: not a regular file");
+    }
+    at_open_ = stamp(st);
+  }
+  ~FileSource() override { ::close(fd_); }
+
+  std::uint64_t size() const noexcept override { return at_open_.size; }
+
+  void read(std::uint64_t offset, std::size_t n, void* out, const std::string& what) const override {
+    auto* p = static_cast<unsigned char*>(out);
+    std::size_t got = 0;
+    while (got < n) {
+      // Linux transfers at most 0x7ffff000 bytes per call; smaller pieces also keep ssize_t in range.
+      const std::size_t piece = std::min<std::size_t>(n - got, std::size_t{1} << 30);
+      const ::ssize_t r = ::pread(fd_, p + got, piece, static_cast<::off_t>(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw checkpoint_error(what + ": " + read_failure(offset, n, got) + ": " + errno_text(errno));
+      if (r == 0) {
+        struct ::stat st {};
+        const std::string now = ::fstat(fd_, &st) == 0 ? std::to_string(st.st_size) + " bytes now" : "size unknown";
+        throw checkpoint_error(what + ": " + read_failure(offset, n, got) + ": the file ended early (" + now + ", " +
+                               std::to_string(at_open_.size) + " when it was opened: it was truncated or rewritten)");
+      }
+      got += static_cast<std::size_t>(r);
+    }
+  }
+
+  void check_unchanged(const std::string& what) const override {
+    struct ::stat st {};
+    if (::fstat(fd_, &st) != 0) throw checkpoint_error(what + ": cannot stat the file: " + errno_text(errno));
+    const Stamp now = stamp(st);
+    if (now.size != at_open_.size)
+      throw checkpoint_error(what + ": the file changed while it was being read (" + std::to_string(now.size) +
+                             " bytes now, " + std::to_string(at_open_.size) + " when it was opened)");
+    if (now.mtime_s != at_open_.mtime_s || now.mtime_ns != at_open_.mtime_ns)
+      throw checkpoint_error(what + ": the file changed while it was being read (its modification time is not the "
+                             "one it had when it was opened)");
+  }
+
+ private:
+  struct Stamp {
+    std::uint64_t size;
+    std::int64_t mtime_s, mtime_ns;
+  };
+  static Stamp stamp(const struct ::stat& st) {
+#if defined(__APPLE__)
+    return {static_cast<std::uint64_t>(st.st_size), st.st_mtimespec.tv_sec, st.st_mtimespec.tv_nsec};
+#else
+    return {static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+#endif
+  }
+
+  std::string source_;
+  int fd_ = -1;
+  Stamp at_open_{};
+};
+#else
+// Without POSIX pread: a stream behind a lock (seek + read must not interleave between threads), with the
+// same short-read and size checks.
+class FileSource final : public ByteSource {
+ public:
+  FileSource(const std::filesystem::path& path, const std::string& source) : path_(path) {
+    std::error_code ec;
+    size_ = std::filesystem::file_size(path, ec);
+    if (ec) throw checkpoint_error(source + ": cannot read: " + ec.message());
+    in_.open(path, std::ios::binary);
+    if (!in_) throw checkpoint_error(source + ": cannot read: cannot open the file");
+  }
+  std::uint64_t size() const noexcept override { return size_; }
+  void read(std::uint64_t offset, std::size_t n, void* out, const std::string& what) const override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    in_.clear();
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
+    const auto got = static_cast<std::size_t>(in_ ? static_cast<std::streamsize>(n) : in_.gcount());
+    if (got != n)
+      throw checkpoint_error(what + ": " + read_failure(offset, n, got) + ": the file ended early or could not be "
+                             "read (" + std::to_string(size_) + " bytes when it was opened)");
+  }
+  void check_unchanged(const std::string& what) const override {
+    std::error_code ec;
+    const auto now = std::filesystem::file_size(path_, ec);
+    if (ec || now != size_)
+      throw checkpoint_error(what + ": the file changed while it was being read (" +
+                             (ec ? ec.message() : std::to_string(now) + " bytes now") + ", " + std::to_string(size_) +
+                             " when it was opened)");
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::uint64_t size_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::ifstream in_;
+};
+#endif
+
+}  // namespace detail
+
+// An open safetensors file whose header has been read and validated; tensors are read on demand, each
+// straight into the tensor that receives it. Cheap to copy (copies share the open file), and safe to read
+// from several threads at once.
+//
+//   auto f = io::SafeTensorsFile::from_file("model.safetensors");   // reads and checks the header only
+//   Tensor<float, 2> w = f.get<float, 2>("wte.weight");               // a new tensor
+//   f.read_into("wte.weight", model.wte.data);                       // into existing storage, no copy
+class SafeTensorsFile {
+ public:
+  // Opens `path` and reads and validates its header (see the top of this file for what is checked); the
+  // data is not read. Throws checkpoint_error naming the file on the first problem.
   static SafeTensorsFile from_file(const std::filesystem::path& path) {
     const std::string source = path.string();
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
       throw checkpoint_error(source + ": is a directory, not a safetensors file");
-    const std::uintmax_t size = std::filesystem::file_size(path, ec);
-    if (ec) throw checkpoint_error(source + ": cannot read: " + ec.message());
-    if (size > std::numeric_limits<std::size_t>::max())
-      throw checkpoint_error(source + ": file of " + std::to_string(size) + " bytes does not fit in memory");
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(source.c_str(), "rb"), &std::fclose);
-    if (!file) throw checkpoint_error(source + ": cannot open: " + detail::errno_text(errno));
-    const auto n = static_cast<std::size_t>(size);
-    auto buffer = std::make_unique_for_overwrite<unsigned char[]>(std::max<std::size_t>(n, 1));
-    errno = 0;
-    const std::size_t got = n == 0 ? 0 : std::fread(buffer.get(), 1, n, file.get());
-    // A file that changed size between file_size and the read is reported rather than half-parsed.
-    if (got != n || std::fgetc(file.get()) != EOF)
-      throw checkpoint_error(source + ": read " + std::to_string(got) + " of " + std::to_string(n) +
-                             " bytes" + (errno ? ": " + detail::errno_text(errno) : std::string(" (the file changed while being read)")));
-    return SafeTensorsFile(std::shared_ptr<const unsigned char[]>(std::move(buffer)), n, source);
+    return SafeTensorsFile(std::make_shared<const detail::FileSource>(path, source), source);
+  }
+
+  // The same from `bytes` (a whole file, copied); `source` names it in error messages.
+  static SafeTensorsFile from_bytes(std::span<const unsigned char> bytes, std::string source) {
+    return SafeTensorsFile(std::make_shared<const detail::MemorySource>(bytes), std::move(source));
   }
 
   // The file name (or label) errors start with.
@@ -313,21 +507,15 @@ class SafeTensorsFile {
   // The "__metadata__" strings (empty when the file has none).
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
 
-  // The raw little-endian bytes of `name`.
-  std::span<const unsigned char> bytes(std::string_view name) const {
-    const TensorInfo& i = info(name);
-    return {buffer_.get() + data_start_ + i.begin, static_cast<std::size_t>(i.end - i.begin)};
-  }
-
-  // The tensor `name` as Tensor<T, Rank>, converted from its dtype (see detail::convert_elements: F16, BF16,
-  // F32, F64 -> float/double; integer dtypes -> int64; BOOL -> bool). Throws checkpoint_error naming the
-  // tensor when it is missing, has another rank, or a dtype that does not convert to T.
+  // The tensor `name` as a new Tensor<T, Rank>, converted from its dtype (F16, BF16, F32, F64 -> float or
+  // double; integer dtypes -> int64; BOOL -> bool). Throws checkpoint_error naming the tensor when it is
+  // missing, has another rank, a dtype that does not convert to T, or cannot be read.
   template <tensor_element T, std::size_t Rank>
   Tensor<T, Rank> get(std::string_view name) const {
     const TensorInfo& i = info(name);
     if (i.shape.size() != Rank)
-      throw checkpoint_error(source_ + ": tensor " + detail::quote_name(name) + " has shape " + shape_string(i.shape) +
-                             " (rank " + std::to_string(i.shape.size()) + "), not rank " + std::to_string(Rank));
+      throw checkpoint_error(label(name) + " has shape " + shape_string(i.shape) + " (rank " +
+                             std::to_string(i.shape.size()) + "), not rank " + std::to_string(Rank));
     Shape<Rank> shape{};
     for (std::size_t d = 0; d < Rank; ++d) shape[d] = i.shape[d];  // (std::copy into a Shape<0> trips -Wnonnull)
     return get_flat<T>(name).view(shape);
@@ -338,15 +526,131 @@ class SafeTensorsFile {
   Tensor<T, 1> get_flat(std::string_view name) const {
     const TensorInfo& i = info(name);
     auto out = Tensor<T, 1>::empty(Shape<1>{i.numel()});
-    detail::convert_elements<T>(i.dtype, buffer_.get() + data_start_ + i.begin, static_cast<std::size_t>(i.numel()),
-                                out.data(), source_ + ": tensor " + detail::quote_name(name));
+    read_flat_into(name, out);
     return out;
   }
 
+  // Reads `name` into `dst`, which must have the tensor's shape; `dst` may be any view (a slice, a
+  // transpose) and receives the values in place, as dst.copy_(tensor) would. An F32 tensor read as float
+  // (F64 as double, I64 as int64) into contiguous storage goes from the file straight into `dst`; other
+  // dtypes and strided views pass through a buffer of at most 1 MiB. Throws checkpoint_error naming the
+  // file, the tensor and both shapes on a shape mismatch, and on a dtype that does not convert (both before
+  // anything is written); on a read error or a file changed since it was opened, `dst` may hold part of
+  // the values.
+  template <tensor_element T, std::size_t Rank>
+  void read_into(std::string_view name, Tensor<T, Rank>& dst) const {
+    const TensorInfo& i = info(name);
+    bool same = i.shape.size() == Rank;
+    // A loop rather than std::equal: on a Shape<0> GCC warns of memcmp on a null pointer (-Wnonnull).
+    for (std::size_t d = 0; same && d < Rank; ++d) same = i.shape[d] == dst.shape()[d];
+    if (!same)
+      throw checkpoint_error(label(name) + " has shape " + shape_string(i.shape) +
+                             " in the file, but the destination has shape " + shape_string(dst.shape()));
+    read_to(i, dst, label(name));
+  }
+  template <tensor_element T, std::size_t Rank>
+  void read_into(std::string_view name, Tensor<T, Rank>&& dst) const {  // a view made for the call
+    read_into(name, dst);
+  }
+
+  // Reads `name` flattened (row-major) into `dst`, which must hold as many elements, whatever the tensor's
+  // rank: how a flat parameter view (nn::NamedParameter::data) is loaded. Otherwise as read_into.
+  template <tensor_element T>
+  void read_flat_into(std::string_view name, Tensor<T, 1>& dst) const {
+    const TensorInfo& i = info(name);
+    if (dst.numel() != i.numel())
+      throw checkpoint_error(label(name) + " has shape " + shape_string(i.shape) + " (" + std::to_string(i.numel()) +
+                             " elements) in the file, but the destination has shape " + shape_string(dst.shape()));
+    read_to(i, dst, label(name));
+  }
+  template <tensor_element T>
+  void read_flat_into(std::string_view name, Tensor<T, 1>&& dst) const {
+    read_flat_into(name, dst);
+  }
+
+  // Elements [first, first + out.size()) of `name` flattened (row-major), converted to T: a tensor read
+  // piece by piece, e.g. to compare two large tensors without holding either.
+  template <tensor_element T>
+  void read_elements(std::string_view name, index_t first, std::span<T> out) const {
+    const TensorInfo& i = info(name);
+    const std::string what = label(name);
+    const auto n = static_cast<std::uint64_t>(out.size());
+    if (first < 0 || first > i.numel() || n > static_cast<std::uint64_t>(i.numel() - first))
+      throw checkpoint_error(what + ": elements [" + std::to_string(first) + ", " +
+                             std::to_string(static_cast<std::uint64_t>(first) + n) + ") are outside its " +
+                             std::to_string(i.numel()) + " elements");
+    detail::check_convertible<T>(i.dtype, what);
+    read_span(i, static_cast<std::uint64_t>(first), out.data(), out.size(), what);
+    bytes_->check_unchanged(what);
+  }
+
+  // Throws checkpoint_error naming the file if it is no longer the size, or has not the modification time,
+  // it had when it was opened (each read checks this too): to find out before a series of reads begins.
+  void check_unchanged() const { bytes_->check_unchanged(source_); }
+
  private:
-  SafeTensorsFile(std::shared_ptr<const unsigned char[]> buffer, std::size_t size, std::string source)
-      : buffer_(std::move(buffer)), source_(std::move(source)) {
-    parse(size);
+  SafeTensorsFile(std::shared_ptr<const detail::ByteSource> bytes, std::string source)
+      : bytes_(std::move(bytes)), source_(std::move(source)) {
+    read_header();
+  }
+
+  std::string label(std::string_view name) const { return source_ + ": tensor " + detail::quote_name(name); }
+
+  // The bytes of elements [first, first + n) of tensor `i`, converted into out[0, n).
+  template <tensor_element T>
+  void read_span(const TensorInfo& i, std::uint64_t first, T* out, std::size_t n, const std::string& what) const {
+    const std::size_t size = dtype_size(i.dtype);
+    const std::uint64_t at = data_start_ + i.begin + first * size;
+    if (detail::same_representation<T>(i.dtype)) {
+      bytes_->read(at, n * size, out, what);  // file -> destination, no buffer
+      return;
+    }
+    const std::size_t per_chunk = chunk_bytes / size;
+    auto buffer = std::make_unique_for_overwrite<unsigned char[]>(std::min(n, per_chunk) * size + 1);
+    for (std::size_t done = 0; done < n;) {
+      const std::size_t m = std::min(per_chunk, n - done);
+      bytes_->read(at + done * size, m * size, buffer.get(), what);
+      detail::convert_elements<T>(i.dtype, buffer.get(), m, out + done, what, first + done);
+      done += m;
+    }
+  }
+
+  // All of tensor `i` into `dst` (same number of elements, checked by the caller), in dst's row-major order.
+  template <tensor_element T, std::size_t Rank>
+  void read_to(const TensorInfo& i, Tensor<T, Rank>& dst, const std::string& what) const {
+    detail::check_convertible<T>(i.dtype, what);
+    const auto n = static_cast<std::size_t>(dst.numel());
+    if (dst.is_contiguous()) {
+      read_span(i, 0, dst.data(), n, what);
+    } else {
+      const auto& shape = dst.shape();
+      const auto& strides = dst.strides();
+      for (std::size_t d = 0; d < Rank; ++d)
+        if (strides[d] == 0 && shape[d] > 1)
+          throw checkpoint_error(what + ": the destination (shape " + shape_string(shape) + ", strides " +
+                                 shape_string(strides) + ") is an expanded view whose elements overlap");
+      // Converted a chunk at a time, then scattered along the view's strides in row-major order.
+      const std::size_t per_chunk = std::max<std::size_t>(1, chunk_bytes / sizeof(T));
+      auto buffer = std::make_unique_for_overwrite<T[]>(std::min(n, per_chunk) + 1);
+      Shape<Rank> index{};
+      index_t offset = 0;
+      T* base = dst.data();
+      for (std::size_t done = 0; done < n;) {
+        const std::size_t m = std::min(per_chunk, n - done);
+        read_span(i, done, buffer.get(), m, what);
+        for (std::size_t k = 0; k < m; ++k) {
+          base[offset] = buffer[k];
+          for (std::size_t d = Rank; d-- > 0;) {  // the next index in row-major order
+            offset += strides[d];
+            if (++index[d] < shape[d]) break;
+            offset -= strides[d] * shape[d];
+            index[d] = 0;
+          }
+        }
+        done += m;
+      }
+    }
+    bytes_->check_unchanged(what);
   }
 
   [[noreturn]] void fail(const std::string& what) const { throw checkpoint_error(source_ + ": " + what); }
@@ -354,12 +658,15 @@ class SafeTensorsFile {
     fail("tensor " + detail::quote_name(name) + ": " + what);
   }
 
-  void parse(std::size_t size) {
-    using nlohmann::json;
-    const unsigned char* p = buffer_.get();
+  // The 8-byte length and the header it announces, checked against the file's size before anything is
+  // allocated for them, then parsed.
+  void read_header() {
+    const std::uint64_t size = bytes_->size();
     if (size < 8)
       fail("file is " + std::to_string(size) + " bytes, too short for the 8-byte header length of a safetensors file");
-    const std::uint64_t n = detail::load_le(p, 8);
+    unsigned char length[8];
+    bytes_->read(0, 8, length, source_);
+    const std::uint64_t n = detail::load_le(length, 8);
     if (n > detail::max_header_size)
       fail("header length " + std::to_string(n) + " exceeds the " + std::to_string(detail::max_header_size) +
            "-byte limit of the format (a corrupt or non-safetensors file?)");
@@ -367,7 +674,15 @@ class SafeTensorsFile {
       fail("header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
            " bytes that follow it (truncated file?)");
     if (n == 0) fail("header is empty (length 0), expected a JSON object");
-    const auto* header = reinterpret_cast<const char*>(p + 8);
+    std::string text(static_cast<std::size_t>(n), '\0');
+    bytes_->read(8, text.size(), text.data(), source_ + ": header");
+    parse(text, size);
+  }
+
+  void parse(const std::string& text, std::uint64_t size) {
+    using nlohmann::json;
+    const std::uint64_t n = text.size();
+    const char* header = text.data();
     // nlohmann/json stops at a NUL byte as if the input ended there, which would accept "{}\0garbage";
     // JSON text never contains one, so it is refused here.
     if (const void* nul = std::memchr(header, 0, static_cast<std::size_t>(n)))
@@ -488,14 +803,16 @@ class SafeTensorsFile {
            " trailing bytes unused (data size " + std::to_string(data_size) + ")");
   }
 
-  std::shared_ptr<const unsigned char[]> buffer_;
+  // Conversions and strided destinations go through a buffer of this size: large enough that reads are
+  // few, small enough to be noise next to any tensor worth streaming.
+  static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
+
+  std::shared_ptr<const detail::ByteSource> bytes_;
   std::string source_;
   std::uint64_t data_start_ = 0;
   std::map<std::string, TensorInfo, std::less<>> tensors_;
   std::map<std::string, std::string> metadata_;
 };
-
-inline SafeTensorsFile load_safetensors(const std::filesystem::path& path) { return SafeTensorsFile::from_file(path); }
 
 // A tensor of any element type and rank, for writing: float, double, int64 or bool elements, kept flat with
 // the shape beside them. Built implicitly from any Tensor<T, R>; shares its storage when it is contiguous

@@ -2,17 +2,19 @@
 // model.safetensors: parameters are named as in those checkpoints ("qkv.weight", "h.0.ln_1.bias"), so
 // loading is a copy by name.
 //
-//   io::save(model, "model.safetensors");                 // every parameter, metadata {"format": "pt"}
-//   io::load(model, "model.safetensors");                 // strict: same names, same shapes
+//   io::save_model(model, "model.safetensors");           // every parameter, metadata {"format": "pt"}
+//   io::load_model(model, "model.safetensors");           // strict: same names, same shapes
 //   io::LoadOptions hf;                                   // a Hugging Face GPT-2 checkpoint:
 //   hf.rename = [](const std::string& n) { return "h.0." + n; };  // our name -> the checkpoint's key
 //   hf.transpose = io::gpt2_conv1d_weight;                // Conv1D stores (in, out), Linear (out, in)
 //   hf.ignore = [](const std::string& k) { return k.ends_with(".attn.bias"); };  // causal-mask buffers
-//   io::load(block, "gpt2/model.safetensors", hf);
+//   io::load_model(block, "gpt2/model.safetensors", hf);
 //
 // A load checks every parameter (presence, shape, dtype) before it copies any, so a failed load throws
 // checkpoint_error listing every problem, like PyTorch's "Error(s) in loading state_dict", and leaves the
-// module unchanged.
+// module unchanged. Then each tensor is read from the file straight into its parameter, one at a time:
+// loading costs no memory beyond the module's own. The names are those of safetensors.torch
+// (save_model / load_model) and torch.nn.Module (state_dict / load_state_dict).
 #pragma once
 
 #include <functional>
@@ -79,8 +81,12 @@ struct SafeTensorsSource {
   std::vector<index_t> shape(const std::string& key) const { return file.info(key).shape; }
   std::string dtype(const std::string& key) const { return std::string(dtype_name(file.info(key).dtype)); }
   bool floating(const std::string& key) const { return is_floating(file.info(key).dtype); }
+  void check_unchanged() const { file.check_unchanged(); }
+  // Straight from the file into the parameter's storage (see SafeTensorsFile::read_into).
   template <floating_element T>
-  Tensor<T, 1> read(const std::string& key) const { return file.get_flat<T>(key); }
+  void read_flat_into(const std::string& key, Tensor<T, 1>& dst) const { file.read_flat_into(key, dst); }
+  template <floating_element T>
+  void read_into(const std::string& key, Tensor<T, 2>&& dst) const { file.read_into(key, dst); }
 };
 
 struct DictSource {
@@ -98,8 +104,13 @@ struct DictSource {
     const Dtype d = dict.at(key).dtype();
     return d == Dtype::F32 || d == Dtype::F64;
   }
+  void check_unchanged() const {}
   template <floating_element T>
-  Tensor<T, 1> read(const std::string& key) const { return dict.at(key).flat<T>("state dict: tensor " + quote_name(key)); }
+  void read_flat_into(const std::string& key, Tensor<T, 1>& dst) const { dst.copy_(values<T>(key)); }
+  template <floating_element T>
+  void read_into(const std::string& key, Tensor<T, 2>&& dst) const { dst.copy_(values<T>(key).view(dst.shape())); }
+  template <floating_element T>
+  Tensor<T, 1> values(const std::string& key) const { return dict.at(key).flat<T>("state dict: tensor " + quote_name(key)); }
 };
 
 inline std::string quoted_list(const std::vector<std::string>& names) {
@@ -169,15 +180,27 @@ LoadReport load_state_dict_from(nn::Module<T>& module, const Source& source, con
     throw checkpoint_error(msg);
   }
 
-  // Everything checked: copying can no longer fail on the checkpoint's account.
-  for (auto& plan : plans) {
-    const Tensor<T, 1> values = source.template read<T>(plan.key);
-    if (plan.transposed) {
-      const index_t out = plan.param.shape[0], in = plan.param.shape[1];
-      plan.param.data.view(Shape<2>{out, in}).copy_(values.view(Shape<2>{in, out}).t());
-    } else {
-      plan.param.data.copy_(values);
+  // Everything checked. Each tensor now goes from the source straight into its parameter's storage, one at
+  // a time, so a load needs no memory beyond the module's. Only the file itself can still fail us (an I/O
+  // error, a file truncated or rewritten since it was opened); that is checked once more here so that the
+  // common case, a file changed between opening and loading, still leaves the module untouched.
+  source.check_unchanged();
+  std::size_t loaded = 0;
+  try {
+    for (auto& plan : plans) {
+      if (plan.transposed) {
+        // Stored (in, out) for our (out, in): read into the transposed view of the parameter.
+        const index_t out = plan.param.shape[0], in = plan.param.shape[1];
+        source.template read_into<T>(plan.key, plan.param.data.view(Shape<2>{out, in}).t());
+      } else {
+        source.template read_flat_into<T>(plan.key, plan.param.data);
+      }
+      ++loaded;
     }
+  } catch (const checkpoint_error& e) {
+    throw checkpoint_error(std::string(e.what()) + " (" + std::to_string(loaded) + " of " +
+                           std::to_string(plans.size()) + " parameters had been loaded: the module is partly "
+                           "overwritten)");
   }
   if (options.strict) report = {};
   return report;
@@ -186,9 +209,11 @@ LoadReport load_state_dict_from(nn::Module<T>& module, const Source& source, con
 }  // namespace detail
 
 // Copies the checkpoint's tensors into `module`'s parameters by name (see LoadOptions). F16, BF16, F32
-// and F64 tensors load into float or double parameters (rounded like torch's copy_). Throws
-// checkpoint_error naming the file and every missing/unexpected key (strict) and every shape or dtype
-// mismatch with both shapes; the module is unchanged then.
+// and F64 tensors load into float or double parameters (rounded like torch's copy_); from a file, each is
+// read straight into the parameter's storage. Throws checkpoint_error naming the file and every
+// missing/unexpected key (strict) and every shape or dtype mismatch with both shapes; the module is
+// unchanged then. A read that fails after those checks (an I/O error, a file rewritten since it was
+// opened) throws too, saying how many parameters had been loaded.
 template <floating_element T>
 LoadReport load_state_dict(nn::Module<T>& module, const SafeTensorsFile& file, const LoadOptions& options = {}) {
   return detail::load_state_dict_from(module, detail::SafeTensorsSource{file}, options);
@@ -198,17 +223,19 @@ LoadReport load_state_dict(nn::Module<T>& module, const TensorDict& dict, const 
   return detail::load_state_dict_from(module, detail::DictSource{dict}, options);
 }
 
-// save_safetensors(path, state_dict(module), metadata). The default metadata {"format": "pt"} is what
-// Hugging Face transformers checks for before it loads a safetensors checkpoint.
+// save_safetensors(path, state_dict(module), metadata), as safetensors.torch.save_model. The default
+// metadata {"format": "pt"} is what Hugging Face transformers checks for before it loads a safetensors
+// checkpoint.
 template <floating_element T>
-void save(nn::Module<T>& module, const std::filesystem::path& path, const Metadata& metadata = {{"format", "pt"}}) {
+void save_model(nn::Module<T>& module, const std::filesystem::path& path, const Metadata& metadata = {{"format", "pt"}}) {
   save_safetensors(path, state_dict(module), metadata);
 }
 
-// load_state_dict(module, load_safetensors(path), options).
+// load_state_dict(module, SafeTensorsFile::from_file(path), options), as safetensors.torch.load_model:
+// the header is checked against every parameter first, then each tensor is read into its parameter.
 template <floating_element T>
-LoadReport load(nn::Module<T>& module, const std::filesystem::path& path, const LoadOptions& options = {}) {
-  return load_state_dict(module, load_safetensors(path), options);
+LoadReport load_model(nn::Module<T>& module, const std::filesystem::path& path, const LoadOptions& options = {}) {
+  return load_state_dict(module, SafeTensorsFile::from_file(path), options);
 }
 
 }  // namespace eigenformer::io

@@ -1,12 +1,15 @@
 // Hugging Face model directories for GPT-2: config.json + model.safetensors in, and out again.
 //
-//   auto model = models::load_gpt2<float>("gpt2");          // a snapshot of openai-community/gpt2
-//   models::save_pretrained(model, "my-gpt2");              // config.json + model.safetensors
+//   auto model = models::gpt2_from_pretrained<float>("gpt2");  // a snapshot of openai-community/gpt2
+//   models::save_pretrained(model, "my-gpt2");                 // config.json + model.safetensors
 //
-// Free functions rather than GPT2LMHeadModel::from_pretrained, so that models/gpt2.hpp stays free of the
-// JSON and file code and a model can be built without them.
+// Names follow transformers: *_from_pretrained(dir) reads a model directory, *_from_file(path) one file
+// (gpt2_config_from_file; io::SafeTensorsFile::from_file), save_pretrained(model, dir) writes a directory,
+// and options come as a struct (PretrainedOptions), like from_pretrained's keyword arguments. Free
+// functions rather than GPT2LMHeadModel::from_pretrained, so that models/gpt2.hpp stays free of the JSON
+// and file code and a model can be built without them.
 //
-// Loading (load_gpt2):
+// Loading (gpt2_from_pretrained; load_gpt2_state_dict for the weights of an open file):
 //   * config.json: Hugging Face's GPT2Config fields. vocab_size, n_embd, n_layer, n_head and n_positions
 //     (or the older n_ctx) are required; n_inner (null = 4 n_embd), activation_function (a name
 //     nn::activation_kind knows: gelu_new, gelu_pytorch_tanh, gelu, relu), the dropouts,
@@ -20,6 +23,8 @@
 //     skipped. "lm_head.weight", when present, must equal wte (the head is tied), else the load throws.
 //     F16, BF16, F32 and F64 tensors convert to T. Conv1D weights are stored (in, out), as our model keeps
 //     them, so nothing is transposed.
+//     Every key and shape is checked against the header first; then each tensor is read straight into its
+//     parameter's storage (io::load_state_dict), so loading needs the model's memory and no copy of the file.
 //   * strict (the default): a missing or unexpected tensor throws io::checkpoint_error listing all of them.
 // Every error is an io::checkpoint_error whose message starts with the file and names the field or tensor.
 //
@@ -51,10 +56,15 @@
 
 namespace eigenformer::models {
 
+// How gpt2_from_pretrained (and PretrainedGPT2::from_pretrained) build the model; transformers'
+// from_pretrained keyword arguments, as a struct: `models::gpt2_from_pretrained<float>(dir, {.strict = false})`.
 struct PretrainedOptions {
   // Missing or unexpected tensors throw (listing them) when true; when false they are skipped and the
   // parameters not in the file keep their initial values (zero weights, LayerNorm 1 / 0).
   bool strict = true;
+  // The generator the model draws its dropout masks from in training mode; it must outlive the model.
+  // nullptr: default_generator(). (Loading itself draws nothing.)
+  Generator* generator = nullptr;
 };
 
 namespace detail::pretrained {
@@ -191,11 +201,9 @@ inline GPT2Config gpt2_config_from_json(const nlohmann::json& j, const std::stri
   return c;
 }
 
-// Reads a config.json (the file itself, or a directory holding one).
-inline GPT2Config read_gpt2_config(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
-  return gpt2_config_from_json(detail::pretrained::read_json_file(file), file.string());
+// GPT2Config from a config.json file (a directory's is gpt2_config_from_file(dir / "config.json")).
+inline GPT2Config gpt2_config_from_file(const std::filesystem::path& path) {
+  return gpt2_config_from_json(detail::pretrained::read_json_file(path), path.string());
 }
 
 // The config.json contents save_pretrained writes: Hugging Face's GPT2Config layout (keys sorted, as
@@ -223,11 +231,12 @@ inline nlohmann::json gpt2_config_to_json(const GPT2Config& c, const std::string
   return j;
 }
 
-// Copies the tensors of a GPT-2 safetensors file into `model` (see the top of this file for the key
-// mapping). The model is unchanged when this throws.
+// Reads the tensors of a GPT-2 safetensors file into `model`'s parameters, each straight into its storage
+// (see the top of this file for the key mapping; `options.generator` is not used). Every key, shape and
+// dtype is checked first, so a bad file leaves the model unchanged.
 template <floating_element T>
-void load_gpt2_weights(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& file,
-                       const PretrainedOptions& options = {}) {
+void load_gpt2_state_dict(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& file,
+                          const PretrainedOptions& options = {}) {
   const auto keys = file.names();
   // Prefixed keys (GPT2LMHeadModel's state dict) or bare ones (GPT2Model's): whichever the file uses.
   const bool prefixed = std::any_of(keys.begin(), keys.end(), [](const std::string& k) { return k.starts_with("transformer."); });
@@ -256,33 +265,44 @@ void load_gpt2_weights(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& fil
     if (!io::is_floating(hi.dtype))
       throw io::checkpoint_error(what + "has dtype " + std::string(io::dtype_name(hi.dtype)) + ", not a floating dtype");
     // Compared as doubles (exact for every floating dtype), so an F16 head equals an F16 wte bit for bit and
-    // a head saved in another precision is compared by value.
-    const auto a = file.get_flat<double>(head), b = file.get_flat<double>(wte_key);
-    for (index_t i = 0; i < a.numel(); ++i)
-      if (!(a(i) == b(i) || (std::isnan(a(i)) && std::isnan(b(i))))) {
-        const index_t cols = hi.shape.size() == 2 ? hi.shape[1] : 1;
-        throw io::checkpoint_error(what + "differs from \"" + wte_key + "\" (first at [" + std::to_string(i / cols) +
-                                   ", " + std::to_string(i % cols) + "]: " + std::to_string(a(i)) + " vs " +
-                                   std::to_string(b(i)) +
-                                   "); GPT2LMHeadModel ties the LM head to the token embeddings, so an untied head "
-                                   "cannot be loaded");
-      }
+    // a head saved in another precision is compared by value. Piece by piece: the two tensors are the
+    // model's largest, and holding both as doubles would cost four times the embeddings.
+    const index_t n = hi.numel(), cols = hi.shape.size() == 2 ? hi.shape[1] : 1;
+    constexpr index_t piece = index_t{1} << 16;
+    std::vector<double> a(static_cast<std::size_t>(std::min(n, piece))), b(a.size());
+    for (index_t at = 0; at < n; at += piece) {
+      const auto m = static_cast<std::size_t>(std::min(piece, n - at));
+      file.read_elements(head, at, std::span<double>(a.data(), m));
+      file.read_elements(wte_key, at, std::span<double>(b.data(), m));
+      for (std::size_t k = 0; k < m; ++k)
+        if (!(a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k])))) {
+          const index_t i = at + static_cast<index_t>(k);
+          throw io::checkpoint_error(what + "differs from \"" + wte_key + "\" (first at [" + std::to_string(i / cols) +
+                                     ", " + std::to_string(i % cols) + "]: " + std::to_string(a[k]) + " vs " +
+                                     std::to_string(b[k]) +
+                                     "); GPT2LMHeadModel ties the LM head to the token embeddings, so an untied head "
+                                     "cannot be loaded");
+        }
+    }
   }
   io::load_state_dict(model, file, lo);
 }
 
 // A GPT2LMHeadModel<T> from a Hugging Face model directory (config.json + model.safetensors), in eval mode
-// (as transformers' from_pretrained returns it). `gen` draws the dropout masks in training mode and must
-// outlive the model.
+// (as transformers' from_pretrained returns it). A free function rather than GPT2LMHeadModel::from_pretrained
+// so that models/gpt2.hpp stays free of JSON and files.
+//
+// Memory: the model is built without initialisation (zeros; LayerNorm 1 / 0) and each tensor is read from
+// the file straight into its parameter, so the peak is the model's own size plus the header, not a copy of
+// the file. (Each nn::Parameter's gradient is the model's business, not the loader's.)
 template <floating_element T>
-GPT2LMHeadModel<T> load_gpt2(const std::filesystem::path& dir, const PretrainedOptions& options = {},
-                             Generator& gen = default_generator()) {
+GPT2LMHeadModel<T> gpt2_from_pretrained(const std::filesystem::path& dir, const PretrainedOptions& options = {}) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     throw io::checkpoint_error(dir.string() + ": " +
                                (std::filesystem::exists(dir, ec) ? "not a directory" : "no such directory") +
                                " (expected a Hugging Face model directory with config.json and model.safetensors)");
-  const GPT2Config config = read_gpt2_config(dir / "config.json");
+  const GPT2Config config = gpt2_config_from_file(dir / "config.json");
   const auto weights = dir / "model.safetensors";
   if (!std::filesystem::exists(weights, ec)) {
     std::string hint;
@@ -292,9 +312,10 @@ GPT2LMHeadModel<T> load_gpt2(const std::filesystem::path& dir, const PretrainedO
       hint = " (only pytorch_model.bin, a pickle, is there; download model.safetensors instead)";
     throw io::checkpoint_error(weights.string() + ": no such file" + hint);
   }
-  const auto file = io::load_safetensors(weights);
-  GPT2LMHeadModel<T> model(config, no_init, gen);
-  load_gpt2_weights(model, file, options);
+  // The header first: a malformed file is refused before the model's memory is allocated.
+  const auto file = io::SafeTensorsFile::from_file(weights);
+  GPT2LMHeadModel<T> model(config, no_init, options.generator ? *options.generator : default_generator());
+  load_gpt2_state_dict(model, file, options);
   model.eval();
   return model;
 }
@@ -308,7 +329,7 @@ void save_pretrained(GPT2LMHeadModel<T>& model, const std::filesystem::path& dir
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir))
     throw io::checkpoint_error(dir.string() + ": cannot create the directory" + (ec ? ": " + ec.message() : ""));
-  io::save(model, dir / "model.safetensors");
+  io::save_model(model, dir / "model.safetensors");
   const std::string text =
       gpt2_config_to_json(model.config(), std::is_same_v<T, float> ? "float32" : "float64").dump(2) + "\n";
   io::detail::AtomicFile out(dir / "config.json");
