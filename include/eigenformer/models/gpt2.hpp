@@ -397,10 +397,7 @@ class GPT2Model : public nn::Module<T> {
  private:
   // The lookup tables start as zeros; the constructor draws them from the caller's generator when asked.
   static nn::Embedding<T> embedding(index_t rows, index_t dim) {
-    Generator scratch;  // nn::Embedding draws N(0, 1) at construction; these draws are discarded
-    nn::Embedding<T> e(rows, dim, std::nullopt, scratch);
-    e.weight.data.zero_();
-    return e;
+    return nn::Embedding<T>(rows, dim, std::nullopt, nn::skip_init);
   }
   static const GPT2Config& checked(const GPT2Config& c) {
     c.validate();

@@ -6,6 +6,8 @@
 // with the other weight layout.
 #pragma once
 
+#include <optional>
+
 #include <string>
 
 #include "eigenformer/nn/linear.hpp"
@@ -45,11 +47,12 @@ class Conv1D : public Module<T> {
   // (..., in) -> (..., out).
   template <std::size_t R>
   Tensor<T, R> forward(const Tensor<T, R>& x) const {
-    detail::DenseContext<T> ctx;
-    const bool record = this->records_for_backward();
+    // The context is only built when recording: an inference forward allocates nothing beyond its output.
+    std::optional<detail::DenseContext<T>> ctx;
+    if (this->records_for_backward()) ctx.emplace();
     auto y = detail::dense_forward("Conv1D", x, weight.data, &bias.data, detail::DenseLayout::in_out,
-                                   record ? &ctx : nullptr);
-    if (record) this->save_for_backward(std::move(ctx));
+                                   ctx ? &*ctx : nullptr);
+    if (ctx) this->save_for_backward(std::move(*ctx));
     return y;
   }
 

@@ -28,6 +28,12 @@ class Embedding : public Module<T> {
   // `gen`, then the padding row zeroed. A negative padding_idx counts from the end, as in PyTorch.
   Embedding(index_t num_embeddings, index_t embedding_dim, std::optional<index_t> padding_idx = std::nullopt,
             Generator& gen = default_generator())
+      : Embedding(num_embeddings, embedding_dim, padding_idx, skip_init) {
+    init::embedding_(weight.data, padding_idx_, gen);
+  }
+  // All zeros and nothing drawn (torch.nn.utils.skip_init): for a table about to be overwritten by a
+  // checkpoint, where drawing N(0, 1) for every row would only cost time.
+  Embedding(index_t num_embeddings, index_t embedding_dim, std::optional<index_t> padding_idx, skip_init_t)
       : num_(num_embeddings), dim_(embedding_dim) {
     if (num_embeddings <= 0 || embedding_dim <= 0)
       throw std::invalid_argument("Embedding: num_embeddings and embedding_dim must be positive, got " +
@@ -38,8 +44,7 @@ class Embedding : public Module<T> {
                                 " must be within num_embeddings " + std::to_string(num_embeddings));
       padding_idx_ = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
     }
-    weight = Parameter<T, 2>(Tensor<T, 2>::empty({num_embeddings, embedding_dim}));
-    init::embedding_(weight.data, padding_idx_, gen);
+    weight = Parameter<T, 2>(zeros<T>(Shape<2>{num_embeddings, embedding_dim}));
   }
 
   Parameter<T, 2> weight;  // (V, C)

@@ -7,6 +7,16 @@
 
 #include "eigenformer/random.hpp"
 
+namespace eigenformer::nn {
+
+// Construction tag: a layer's parameters start as zeros and nothing is drawn from any generator
+// (torch.nn.utils.skip_init), for layers whose values come from a checkpoint next.
+struct skip_init_t {
+  explicit skip_init_t() = default;
+};
+inline constexpr skip_init_t skip_init{};
+}  // namespace eigenformer::nn
+
 namespace eigenformer::nn::init {
 
 // torch.nn.init.calculate_gain("leaky_relu", a).

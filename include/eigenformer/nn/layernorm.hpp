@@ -57,8 +57,15 @@ class LayerNorm : public Module<T> {
     const index_t n = x.numel() / size_, c = size_;
     const auto xc = x.reshape(Shape<2>{n, c});  // (N, C), contiguous
     auto y = Tensor<T, 2>::empty({n, c});
-    auto mean = Tensor<T, 1>::empty({n});
-    auto rstd = Tensor<T, 1>::empty({n});
+    // The row statistics are kept only for a recording forward's backward; inference skips the two buffers.
+    const bool record = this->records_for_backward();
+    std::optional<Tensor<T, 1>> mean, rstd;
+    if (record) {
+      mean = Tensor<T, 1>::empty({n});
+      rstd = Tensor<T, 1>::empty({n});
+    }
+    T* mean_out = record ? mean->data() : nullptr;
+    T* rstd_out = record ? rstd->data() : nullptr;
     const T* w = weight ? weight->data.data() : nullptr;
     const T* b = bias ? bias->data.data() : nullptr;
     backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
@@ -73,8 +80,10 @@ class LayerNorm : public Module<T> {
         v /= static_cast<double>(c);
         const T mu = static_cast<T>(m);
         const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
-        mean(i) = mu;
-        rstd(i) = rs;
+        if (mean_out) {
+          mean_out[i] = mu;
+          rstd_out[i] = rs;
+        }
         T* yr = y.data() + i * c;
         for (index_t j = 0; j < c; ++j) {
           const T xhat = (xr[j] - mu) * rs;
@@ -82,8 +91,8 @@ class LayerNorm : public Module<T> {
         }
       }
     });
-    if (this->records_for_backward())
-      this->save_for_backward(Context{xc, mean, rstd, std::vector<index_t>(x.shape().begin(), x.shape().end())});
+    if (record)
+      this->save_for_backward(Context{xc, *mean, *rstd, std::vector<index_t>(x.shape().begin(), x.shape().end())});
     return y.view(x.shape());
   }
 

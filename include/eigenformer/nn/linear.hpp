@@ -129,11 +129,12 @@ class Linear : public Module<T> {
   // (..., in) -> (..., out).
   template <std::size_t R>
   Tensor<T, R> forward(const Tensor<T, R>& x) const {
-    detail::DenseContext<T> ctx;
-    const bool record = this->records_for_backward();
+    // The context is only built when recording: an inference forward allocates nothing beyond its output.
+    std::optional<detail::DenseContext<T>> ctx;
+    if (this->records_for_backward()) ctx.emplace();
     auto y = detail::dense_forward("Linear", x, weight.data, bias ? &bias->data : nullptr,
-                                   detail::DenseLayout::out_in, record ? &ctx : nullptr);
-    if (record) this->save_for_backward(std::move(ctx));
+                                   detail::DenseLayout::out_in, ctx ? &*ctx : nullptr);
+    if (ctx) this->save_for_backward(std::move(*ctx));
     return y;
   }
 
