@@ -11,6 +11,9 @@
 #include <eigenformer/nn/layernorm.hpp>
 #include <eigenformer/nn/linear.hpp>
 #include <eigenformer/nn/module_list.hpp>
+#include <eigenformer/nn/self_attention.hpp>
+#include <eigenformer/nn/transformer_block.hpp>
+#include <eigenformer/nn/feedforward.hpp>
 #include <eigenformer/nn/sequential.hpp>
 #include <eigenformer/train/losses.hpp>
 
@@ -289,4 +292,15 @@ TEST_CASE("module tree: under InferenceMode a training-mode Dropout still drops,
   const auto v = y.to_vector();
   CHECK(std::count(v.begin(), v.end(), 0.f) > 0);
   CHECK_THROWS_AS(drop.backward(ef::ones<float>({64})), std::logic_error);
+}
+
+TEST_CASE("module tree: the attention family prints what its PyTorch twins print (fixture)") {
+  namespace tut = ef::nn::tutorial;
+  CHECK(nn::MultiHeadAttention<float>(12, 3).repr() == torch_repr("multi_head_attention"));
+  CHECK(tut::MultiHeadAttentionPerHead<float>(6, 2).repr() == torch_repr("multi_head_attention_per_head"));
+  CHECK(tut::SelfAttentionV1<float>(3, 2).repr() == torch_repr("self_attention_v1"));
+  CHECK(tut::SelfAttentionV2<float>(3, 2).repr() == torch_repr("self_attention_v2"));
+  CHECK(tut::CausalAttention<float>(3, 2, 6, 0.3).repr() == torch_repr("causal_attention"));
+  CHECK(nn::FeedForward<float>(12, 16).repr() == torch_repr("feedforward"));
+  CHECK(nn::TransformerBlock<float>(12, 3, 16).repr() == torch_repr("transformer_block"));
 }

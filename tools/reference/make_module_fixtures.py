@@ -8,7 +8,9 @@ Usage (from anywhere; the default output is <repo>/tests/data):
 What PyTorch itself reports about a module, so tests/nn/test_module.cpp compares against torch rather than
 against strings typed by hand:
   * "repr" cases: str(module) for single layers (Linear, Embedding, Dropout, LayerNorm, the activations,
-    Softmax, Sequential) built with the sizes the C++ test uses;
+    Softmax, Sequential) and for the attention family's twins from make_attention_fixtures.py
+    (MultiHeadSelfAttention, the per-head layout, SelfAttentionV1/V2, CausalAttention, FeedForward,
+    TransformerBlock), built with the sizes the C++ tests use;
   * the "composite" case: a small nested model (an Embedding, a ModuleList of two blocks, a head, an
     activation, one persistent and one non-persistent buffer) with its repr, named_parameters (names and
     shapes, in order), named_buffers, the keys of its state_dict and named_modules (names and class names).
@@ -21,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from fixture_io import output_dir, write_budgeted
+import make_attention_fixtures as attention
 
 
 class Block(nn.Module):
@@ -64,6 +67,14 @@ def repr_cases():
         ("sequential", nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))),
         ("mse_loss", nn.MSELoss()),
         ("cross_entropy_loss", nn.CrossEntropyLoss()),
+        # The attention family: the twins make_attention_fixtures.py computes its fixtures with.
+        ("multi_head_attention", attention.MultiHeadSelfAttention(12, 3)),
+        ("multi_head_attention_per_head", attention.MultiHeadAttentionPerHead(6, 2)),
+        ("self_attention_v1", attention.SelfAttentionV1(3, 2)),
+        ("self_attention_v2", attention.SelfAttentionV2(3, 2)),
+        ("causal_attention", attention.CausalAttention(3, 2, 6, 0.3)),
+        ("feedforward", attention.FeedForward(12, 16)),
+        ("transformer_block", attention.TransformerBlock(12, 3, 16)),
     ]
     return [{"name": "repr_" + name, "kind": "repr", "repr": str(m)} for name, m in layers]
 

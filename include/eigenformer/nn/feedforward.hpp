@@ -22,13 +22,14 @@ template <floating_element T>
 class FeedForward : public Module<T> {
  public:
   // hidden = 0 means 4 * dim. `activation` is a Hugging Face hidden_act name ("gelu", "gelu_new",
-  // "gelu_pytorch_tanh", "relu"), and the activation prints as that name's Hugging Face class. The two Linears
+  // "gelu_pytorch_tanh", "relu") choosing the function; it prints as the torch.nn module the seed's
+  // Sequential holds (GELU(approximate='none') for "gelu"), since this is the tutorial's block. The two Linears
   // are initialised from `gen` in order (fc1 weight, bias, fc2 weight, bias); the dropouts draw their masks
   // from current_generator() in forward order.
   FeedForward(index_t dim, index_t hidden = 0, double dropout = 0.1, std::string_view activation = "gelu",
               Generator& gen = default_generator())
       : fc1(dim, hidden == 0 ? 4 * dim : hidden, true, gen),
-        act(activation),
+        act(activation_kind(activation)),
         drop1(dropout),
         fc2(hidden == 0 ? 4 * dim : hidden, dim, true, gen),
         drop2(dropout) {}
