@@ -471,8 +471,7 @@ class GPT2LMHeadModel : public nn::Module<T> {
       : GPT2LMHeadModel(config, gen, true) {}
   // Every weight zero (LayerNorm still 1 / 0) and nothing drawn: for loading a checkpoint. (The generator
   // argument is accepted for symmetry and not used.)
-  GPT2LMHeadModel(const GPT2Config& config, no_init_t, Generator& gen = default_generator())
-      : GPT2LMHeadModel(config, gen, false) {}
+  GPT2LMHeadModel(const GPT2Config& config, no_init_t) : GPT2LMHeadModel(config, default_generator(), false) {}
 
   GPT2Model<T> transformer;
   TiedLMHead<T> lm_head;

@@ -62,9 +62,8 @@ struct PretrainedOptions {
   // Missing or unexpected tensors throw (listing them) when true; when false they are skipped and the
   // parameters not in the file keep their initial values (zero weights, LayerNorm 1 / 0).
   bool strict = true;
-  // The generator the model draws its dropout masks from in training mode; it must outlive the model.
-  // nullptr: default_generator(). (Loading itself draws nothing.)
-  Generator* generator = nullptr;
+  // (No generator: a model draws its dropout masks from eigenformer::current_generator() while it runs, so
+  // training with a generator of one's own is a GeneratorGuard around the forward, not a loading option.)
 };
 
 namespace detail::pretrained {
@@ -232,7 +231,7 @@ inline nlohmann::json gpt2_config_to_json(const GPT2Config& c, const std::string
 }
 
 // Reads the tensors of a GPT-2 safetensors file into `model`'s parameters, each straight into its storage
-// (see the top of this file for the key mapping; `options.generator` is not used). Every key, shape and
+// (see the top of this file for the key mapping). Every key, shape and
 // dtype is checked first, so a bad file leaves the model unchanged.
 template <floating_element T>
 void load_gpt2_state_dict(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& file,
@@ -314,7 +313,7 @@ GPT2LMHeadModel<T> gpt2_from_pretrained(const std::filesystem::path& dir, const 
   }
   // The header first: a malformed file is refused before the model's memory is allocated.
   const auto file = io::SafeTensorsFile::from_file(weights);
-  GPT2LMHeadModel<T> model(config, no_init, options.generator ? *options.generator : default_generator());
+  GPT2LMHeadModel<T> model(config, no_init);
   load_gpt2_state_dict(model, file, options);
   model.eval();
   return model;
