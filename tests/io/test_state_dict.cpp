@@ -101,6 +101,38 @@ TEST_CASE("state_dict: nn::MultiHeadAttention round trips by its names (qkv.weig
   CHECK(parameter_values(a) == parameter_values(c));
 }
 
+namespace {
+// A layer with a persistent buffer (saved, like running statistics) and a non-persistent one (a cache that
+// PyTorch's state_dict leaves out).
+struct WithBuffers : nn::Module<float> {
+  nn::Linear<float> proj{3, 2};
+  ef::Tensor<float, 1> running = ef::zeros<float>({2});
+  ef::Tensor<float, 2> scratch = ef::zeros<float>({2, 2});
+  std::string type_name() const override { return "WithBuffers"; }
+  void register_members(nn::Members<float>& m) override {
+    m.child("proj", proj);
+    m.buffer("running", running);
+    m.buffer("scratch", scratch, /*persistent*/ false);
+  }
+};
+}  // namespace
+
+TEST_CASE("state_dict: persistent buffers are saved and loaded with the parameters, others are not") {
+  ScratchDir dir;
+  WithBuffers a, b;
+  a.running.fill_(2.5f);
+  a.scratch.fill_(7.0f);
+  const auto keys = io::state_dict(a);
+  std::vector<std::string> names;
+  for (const auto& [k, v] : keys) names.push_back(k);
+  CHECK(names == std::vector<std::string>{"proj.bias", "proj.weight", "running"});  // sorted map; no scratch
+  io::save_model(a, dir / "buffers.safetensors");
+  io::load_model(b, dir / "buffers.safetensors");
+  CHECK(b.running.to_vector() == std::vector<float>{2.5f, 2.5f});
+  CHECK(b.scratch.to_vector() == std::vector<float>(4, 0.0f));  // not in the file, untouched
+  CHECK(parameter_values(b) == parameter_values(a));
+}
+
 TEST_CASE("state_dict: strict loads list every missing and unexpected key; the module is left unchanged") {
   ScratchDir dir;
   const auto path = dir / "partial.safetensors";

@@ -28,14 +28,35 @@
 
 namespace eigenformer::io {
 
-// Every parameter of `module` under its dotted name. The tensors share storage with the parameters (as
-// PyTorch's state_dict() does), so saving them right away writes the current values without a copy.
+namespace detail {
+// One state-dict entry seen flat: a parameter or a persistent buffer, sharing the module's storage.
+template <floating_element T>
+struct StateEntry {
+  std::string name;
+  std::vector<index_t> shape;
+  Tensor<T, 1> data;
+};
+
+// What PyTorch's state_dict() holds: every parameter, then every persistent buffer, by dotted name. Both
+// lists come from the module tree's register_members, so a module never lists them twice.
+template <floating_element T>
+std::vector<StateEntry<T>> state_entries(nn::Module<T>& module) {
+  std::vector<StateEntry<T>> out;
+  for (auto& p : module.named_parameters()) out.push_back({std::move(p.name), std::move(p.shape), p.data});
+  for (auto& b : module.named_buffers())
+    if (b.persistent) out.push_back({std::move(b.name), std::move(b.shape), b.data});
+  return out;
+}
+}  // namespace detail
+
+// Every parameter and persistent buffer of `module` under its dotted name (PyTorch's state_dict()). The
+// tensors share storage with the module, so saving them right away writes the current values without a copy.
 template <floating_element T>
 TensorDict state_dict(nn::Module<T>& module) {
   TensorDict out;
-  for (auto& p : module.named_parameters()) {
-    if (!out.emplace(p.name, AnyTensor(p.data, p.shape)).second)
-      throw checkpoint_error("state_dict: two parameters are named " + detail::quote_name(p.name));
+  for (auto& e : detail::state_entries(module)) {
+    if (!out.emplace(e.name, AnyTensor(e.data, e.shape)).second)
+      throw checkpoint_error("state_dict: two entries are named " + detail::quote_name(e.name));
   }
   return out;
 }
@@ -122,7 +143,7 @@ inline std::string quoted_list(const std::vector<std::string>& names) {
 template <floating_element T, class Source>
 LoadReport load_state_dict_from(nn::Module<T>& module, const Source& source, const LoadOptions& options) {
   struct Plan {
-    nn::NamedParameter<T> param;
+    StateEntry<T> param;
     std::string key;
     bool transposed;
   };
@@ -130,7 +151,7 @@ LoadReport load_state_dict_from(nn::Module<T>& module, const Source& source, con
   std::vector<std::string> problems;
   LoadReport report;
   std::set<std::string> used;
-  for (auto& p : module.named_parameters()) {
+  for (auto& p : state_entries(module)) {
     std::string key = options.rename ? options.rename(p.name) : p.name;
     const std::string label = quote_name(key) + (key == p.name ? "" : " (parameter " + quote_name(p.name) + ")");
     if (!source.contains(key)) {
