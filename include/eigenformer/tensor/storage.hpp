@@ -39,6 +39,12 @@ struct aligned_deleter {
 template <typename T>
 std::shared_ptr<T[]> allocate(index_t n) {
   static_assert(std::is_trivially_copyable_v<T>, "tensor storage holds trivially copyable scalars only");
+  if (n == 0) {
+    // Every empty tensor (a default-constructed context member, a zero-size shape) shares one never-written
+    // block: holding one costs no heap allocation, which keeps inference steps free of them.
+    static const std::shared_ptr<T[]> empty = allocate<T>(1);
+    return empty;
+  }
   std::size_t bytes = static_cast<std::size_t>(std::max<index_t>(n, 1)) * sizeof(T);
   bytes = (bytes + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
   void* p = ::operator new(bytes, std::align_val_t{tensor_alignment});
