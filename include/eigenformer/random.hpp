@@ -1,11 +1,12 @@
 // Random streams that reproduce PyTorch's CPU generator bit for bit, so `manual_seed(123); rand({3, 2})`
 // prints the digits a tutorial shows. The facts reproduced here (engine, float/double uniforms, the two
-// normal paths, bernoulli, randperm) are listed in the project's shared/reference/pytorch-rng.md and
-// checked against fixtures dumped from PyTorch 1.13 (tests/data/rng.json).
+// normal paths, bernoulli, randperm) are checked against fixtures dumped from PyTorch 1.13's native
+// kernels by tools/reference/make_fixtures.py (tests/data/rng.json).
 //
 // Like PyTorch there is one process-wide default generator (`default_generator()`, reseeded by
 // `manual_seed`) and explicit `Generator` objects for independent streams; every function takes an optional
-// generator as its last argument. A Generator is not thread-safe: use one per thread.
+// generator as its last argument. A Generator is not thread-safe: use one per thread (layers draw from
+// current_generator(), which a GeneratorGuard makes thread-local).
 #pragma once
 
 #include <cmath>
