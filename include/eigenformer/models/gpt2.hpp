@@ -64,6 +64,8 @@
 #include "eigenformer/nn/conv1d.hpp"
 #include "eigenformer/nn/detail/checks.hpp"
 #include "eigenformer/models/generation.hpp"
+#include "eigenformer/models/no_init.hpp"
+#include "eigenformer/models/tied_lm_head.hpp"
 #include "eigenformer/nn/dropout.hpp"
 #include "eigenformer/nn/embedding.hpp"
 #include "eigenformer/nn/layernorm.hpp"
@@ -143,12 +145,6 @@ struct GPT2Config {
     return c;
   }
 };
-
-// Construction tag: all weights zero, nothing drawn (a model about to be overwritten by a checkpoint).
-struct no_init_t {
-  explicit no_init_t() = default;
-};
-inline constexpr no_init_t no_init{};
 
 // The KV cache of a decoder: nn::KVCache from the attention core (one LayerKVCache per layer, keys and
 // values preallocated (B, NH, capacity, HS), so decoding never reallocates them). Not GPT-2's own: any
@@ -414,48 +410,6 @@ class GPT2Model : public nn::Module<T> {
   }
 
   GPT2Config config_;
-};
-
-// GPT-2's LM head: a bias-free Linear(C, V) whose weight IS wte's (Hugging Face ties lm_head.weight to
-// transformer.wte.weight). It owns no parameter, so named_parameters() lists the tensor once, as wte, and
-// its gradient lands in wte's. Prints as PyTorch prints the tied nn.Linear.
-template <floating_element T>
-class TiedLMHead : public nn::Module<T> {
- public:
-  TiedLMHead(index_t in_features, index_t out_features) : in_(in_features), out_(out_features) {}
-
-  std::string type_name() const override { return "Linear"; }
-  std::string extra_repr() const override {
-    return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) + ", bias=False";
-  }
-
-  // hidden (B, T, C) -> logits (B, T, V) = hidden weight^T, weight (V, C) being the tied embedding.
-  Tensor<T, 3> forward(const Tensor<T, 3>& hidden, const Tensor<T, 2>& weight) const {
-    const index_t b = hidden.shape()[0], t = hidden.shape()[1];
-    const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
-    auto logits = backend::gemm(h2, weight.t());  // (B T, V)
-    if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
-    return logits.view(Shape<3>{b, t, out_});
-  }
-
-  // Accumulates dL/dweight += g^T hidden into the tied parameter and returns dL/dhidden = g weight.
-  Tensor<T, 3> backward(const Tensor<T, 3>& grad_logits, nn::Parameter<T, 2>& weight) {
-    const auto ctx = this->template take_saved<Context>("GPT2LMHeadModel");
-    nn::detail::check_grad_shape("GPT2LMHeadModel.backward", grad_logits.shape(), Shape<3>{ctx.b, ctx.t, out_});
-    const auto g = grad_logits.reshape(Shape<2>{ctx.b * ctx.t, out_});  // (N, V)
-    if (weight.requires_grad()) {
-      auto dw = weight.grad_buffer();
-      backend::gemm(g.t(), ctx.hidden, dw, T(1), T(1));
-    }
-    return backend::gemm(g, weight.data).view(Shape<3>{ctx.b, ctx.t, in_});
-  }
-
- private:
-  struct Context {
-    Tensor<T, 2> hidden;  // (B T, C), the forward input
-    index_t b, t;
-  };
-  index_t in_, out_;
 };
 
 // GPT-2 with its language-model head (Hugging Face's GPT2LMHeadModel).

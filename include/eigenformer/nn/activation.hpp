@@ -245,6 +245,35 @@ class GELU : public Activation<T> {
   }
 };
 
+// nn.Tanh: a recording forward saves its output y, since the derivative is 1 - y^2 (BERT's pooler).
+template <floating_element T>
+class Tanh : public Module<T> {
+ public:
+  std::string type_name() const override { return "Tanh"; }
+
+  template <std::size_t R>
+  Tensor<T, R> forward(const Tensor<T, R>& x) const {
+    auto y = eigenformer::tanh(x);
+    if (this->records_for_backward())
+      this->save_for_backward(Context{y.reshape(Shape<1>{y.numel()}), std::vector<index_t>(y.shape().begin(), y.shape().end())});
+    return y;
+  }
+
+  template <std::size_t R>
+  Tensor<T, R> backward(const Tensor<T, R>& grad_output) {
+    const auto ctx = this->template take_saved<Context>("Tanh");
+    detail::check_grad_shape("Tanh.backward", grad_output.shape(), ctx.shape);
+    const auto y = ctx.y.view(grad_output.shape());
+    return grad_output * (1.0 - y * y);
+  }
+
+ private:
+  struct Context {
+    Tensor<T, 1> y;  // the forward output, flat
+    std::vector<index_t> shape;
+  };
+};
+
 // nn.Softmax(dim): a recording forward saves its output y; backward is y * (g - sum(g * y, dim)).
 // A slice that is entirely -inf gives zeros (eigenformer's softmax), and so does its gradient.
 template <floating_element T>

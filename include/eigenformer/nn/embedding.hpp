@@ -213,6 +213,14 @@ class BertEmbeddings : public Module<T> {
         layer_norm(o.hidden_size, o.layer_norm_eps),
         dropout(o.hidden_dropout_prob) {}
 
+  // All zeros (LayerNorm 1 / 0) and nothing drawn: for a model that initialises or loads its weights next.
+  BertEmbeddings(const BertEmbeddingsOptions& o, skip_init_t)
+      : word_embeddings(o.vocab_size, o.hidden_size, o.pad_token_id, skip_init),
+        position_embeddings(o.max_position_embeddings, o.hidden_size, std::nullopt, skip_init),
+        token_type_embeddings(o.type_vocab_size, o.hidden_size, std::nullopt, skip_init),
+        layer_norm(o.hidden_size, o.layer_norm_eps),
+        dropout(o.hidden_dropout_prob) {}
+
   Embedding<T> word_embeddings;        // (V, C)
   Embedding<T> position_embeddings;    // (max_position_embeddings, C)
   Embedding<T> token_type_embeddings;  // (type_vocab_size, C)

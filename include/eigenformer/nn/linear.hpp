@@ -110,6 +110,17 @@ class Linear : public Module<T> {
     }
   }
 
+  // All zeros and nothing drawn (torch.nn.utils.skip_init): for a layer whose values come next from a
+  // checkpoint or from a model's own initialisation rule.
+  Linear(index_t in_features, index_t out_features, bool bias, skip_init_t)
+      : in_features_(in_features), out_features_(out_features) {
+    if (in_features <= 0 || out_features <= 0)
+      throw std::invalid_argument("Linear: in_features and out_features must be positive, got " +
+                                  std::to_string(in_features) + " and " + std::to_string(out_features));
+    weight = Parameter<T, 2>(zeros<T>(Shape<2>{out_features, in_features}));
+    if (bias) this->bias = Parameter<T, 1>(zeros<T>(Shape<1>{out_features}));
+  }
+
   Parameter<T, 2> weight;                 // (out, in)
   std::optional<Parameter<T, 1>> bias;    // (out)
 

@@ -1,0 +1,80 @@
+// The output layer of a language model whose weight is its input embedding table (weight tying, as
+// GPT-2's lm_head and BERT's cls.predictions.decoder are in Hugging Face's models).
+//
+// The head owns no weight: forward and backward are handed the embedding's tensor and parameter, so
+// named_parameters() lists the table once (under the embedding's name, as a PyTorch state_dict does) and
+// the head's share of its gradient lands in the same buffer as the lookup's. It prints as the nn.Linear
+// PyTorch holds in its place. A bias, when the model has one (BERT's cls.predictions.bias), is likewise a
+// parameter of the enclosing module, passed in.
+#pragma once
+
+#include <string>
+
+#include "eigenformer/nn/detail/checks.hpp"
+#include "eigenformer/nn/module.hpp"
+#include "eigenformer/tensor.hpp"
+#include "eigenformer/tensor/backend.hpp"
+
+namespace eigenformer::models {
+
+template <floating_element T>
+class TiedLMHead : public nn::Module<T> {
+ public:
+  // `prints_bias`: what the repr says (PyTorch's tied Linear has bias=False in GPT-2, bias=True in BERT).
+  TiedLMHead(index_t in_features, index_t out_features, bool prints_bias = false)
+      : in_(in_features), out_(out_features), prints_bias_(prints_bias) {}
+
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override {
+    return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
+           ", bias=" + this->py_bool(prints_bias_);
+  }
+
+  // hidden (B, T, C) -> logits (B, T, V) = hidden weight^T (+ bias), weight (V, C) being the tied embedding.
+  Tensor<T, 3> forward(const Tensor<T, 3>& hidden, const Tensor<T, 2>& weight, const Tensor<T, 1>* bias = nullptr) const {
+    const index_t b = hidden.shape()[0], t = hidden.shape()[1];
+    if (hidden.shape()[2] != in_)
+      throw shape_error("TiedLMHead.forward: hidden " + shape_string(hidden.shape()) + " does not end in the " +
+                        std::to_string(in_) + " features of the tied weight " + shape_string(weight.shape()));
+    const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
+    auto logits = backend::gemm(h2, weight.t(), backend::Epilogue<T>{bias, backend::Activation::none});  // (B T, V)
+    if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
+    return logits.view(Shape<3>{b, t, out_});
+  }
+
+  // Accumulates dL/dweight += g^T hidden into the tied parameter (and dL/dbias, the column sums of g, when a
+  // bias is given) and returns dL/dhidden = g weight.
+  Tensor<T, 3> backward(const Tensor<T, 3>& grad_logits, nn::Parameter<T, 2>& weight, nn::Parameter<T, 1>* bias = nullptr) {
+    const auto ctx = this->template take_saved<Context>("TiedLMHead");
+    nn::detail::check_grad_shape("TiedLMHead.backward", grad_logits.shape(), Shape<3>{ctx.b, ctx.t, out_});
+    const auto g = grad_logits.reshape(Shape<2>{ctx.b * ctx.t, out_});  // (N, V)
+    if (weight.requires_grad()) {
+      auto dw = weight.grad_buffer();
+      backend::gemm(g.t(), ctx.hidden, dw, T(1), T(1));
+    }
+    if (bias && bias->requires_grad()) {
+      auto db = bias->grad_buffer();
+      const auto gc = g.contiguous();
+      const index_t n = ctx.b * ctx.t;
+      T* d = db.data();
+      // Each column summed whole by one chunk, rows in order: the same bits for every thread count.
+      backend::parallel_for(out_, 1024, [&](index_t begin, index_t end) {
+        for (index_t i = 0; i < n; ++i) {
+          const T* row = gc.data() + i * out_;
+          for (index_t j = begin; j < end; ++j) d[j] += row[j];
+        }
+      });
+    }
+    return backend::gemm(g, weight.data).view(Shape<3>{ctx.b, ctx.t, in_});
+  }
+
+ private:
+  struct Context {
+    Tensor<T, 2> hidden;  // (B T, C), the forward input
+    index_t b, t;
+  };
+  index_t in_, out_;
+  bool prints_bias_;
+};
+
+}  // namespace eigenformer::models
