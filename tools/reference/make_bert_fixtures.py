@@ -62,7 +62,10 @@ attention_mask, token_type_ids as int64 (B, T); "lengths": the real length of ea
   * "bert_pre_ln_seqcls"  pre_layer_norm true, add_pooling_layer false (no bert.pooler.*), num_labels 2,
                    hidden_act relu, layer_norm_eps 1e-5, batch (3, 6). Same fields as bert_seqcls.
 
-The script asserts that every padded row's eval outputs equal the row alone within 1e-5 (in every case).
+The script asserts that every padded row's eval outputs equal the row alone within 1e-5 (in every case), and
+checks the encoder against a second, independent forward: the embeddings by hand and every layer as
+torch.nn.TransformerEncoderLayer (norm_first for pre_layer_norm) with the BERT weights mapped onto it, on the
+real tokens, within 2e-5; the pooler against tanh(F.linear(hidden[:, 0])).
 
 Output 2: two model directories laid out as people download them, plus what the `bert` CLI must print.
 
@@ -430,6 +433,37 @@ def check_alone(what, out_padded, fn, ids, types, lengths):
     return alone
 
 
+def cross_check(what, bert, cfg, ids, mask, types, last):
+    """An independent second forward of the encoder, eval mode: the embeddings by hand and each layer as
+    torch.nn.TransformerEncoderLayer (post-LN, or norm_first for pre_layer_norm) with BERT's weights mapped
+    onto it (in_proj = query | key | value). Compared on the real tokens of every row."""
+    e = bert.embeddings
+    pos = torch.arange(ids.size(1)).unsqueeze(0)
+    h = F.layer_norm(e.word_embeddings.weight[ids] + e.token_type_embeddings.weight[types]
+                     + e.position_embeddings.weight[pos], (cfg["hidden_size"],), e.LayerNorm.weight, e.LayerNorm.bias,
+                     cfg["layer_norm_eps"])
+    act = {"gelu": "gelu", "relu": "relu", "gelu_new": NewGELUActivation(), "gelu_pytorch_tanh": PytorchGELUTanh()}
+    for layer in bert.encoder.layer:
+        t = nn.TransformerEncoderLayer(cfg["hidden_size"], cfg["num_attention_heads"], cfg["intermediate_size"],
+                                       dropout=0.0, activation=act[cfg["hidden_act"]],
+                                       layer_norm_eps=cfg["layer_norm_eps"], batch_first=True,
+                                       norm_first=cfg["pre_layer_norm"]).eval()
+        sa = layer.attention.self
+        with torch.no_grad():
+            t.self_attn.in_proj_weight.copy_(torch.cat([sa.query.weight, sa.key.weight, sa.value.weight]))
+            t.self_attn.in_proj_bias.copy_(torch.cat([sa.query.bias, sa.key.bias, sa.value.bias]))
+            for dst, src in ((t.self_attn.out_proj, layer.attention.output.dense), (t.linear1, layer.intermediate.dense),
+                             (t.linear2, layer.output.dense), (t.norm1, layer.attention.output.LayerNorm),
+                             (t.norm2, layer.output.LayerNorm)):
+                dst.weight.copy_(src.weight)
+                dst.bias.copy_(src.bias)
+        h = t(h, src_key_padding_mask=(mask == 0))
+    for i in range(ids.size(0)):
+        n = int(mask[i].sum())
+        err = (h[i, :n] - last[i, :n]).abs().max().item()
+        assert err <= 2e-5, (what, "TransformerEncoderLayer differs", i, err)
+
+
 def train_grads(model, seed, run):
     """A training-mode forward after torch.manual_seed(seed): run() -> (loss, extra); loss.backward()."""
     model.train()
@@ -456,6 +490,9 @@ def bert_model_case():
         last, pooled = model(ids, mask, types)
         alone_last = check_alone("bert_model last", last, lambda *a: model(*a)[0], ids, types, lengths)
         alone_pooled = check_alone("bert_model pooled", pooled, lambda *a: model(*a)[1], ids, types, lengths)
+        cross_check("bert_model", model, cfg, ids, mask, types, last)
+        ref_pooled = torch.tanh(F.linear(last[:, 0], model.pooler.dense.weight, model.pooler.dense.bias))
+        assert (ref_pooled - pooled).abs().max().item() <= 1e-6
     p1 = q4(torch.randn(last.shape, generator=data_gen(3102)))
     p2 = q4(torch.randn(pooled.shape, generator=data_gen(3103)))
     forward_seed = 3104
@@ -486,6 +523,7 @@ def bert_mlm_case():
     with torch.no_grad():
         logits = model(ids, mask, types)
         check_alone("bert_mlm", logits, model, ids, types, lengths)
+        cross_check("bert_mlm", model.bert, cfg, ids, mask, types, model.bert(ids, mask, types)[0])
     positions = [[i, j] for i in range(ids.size(0)) for j in range(ids.size(1)) if int(ids[i, j]) == TOK["[MASK]"]]
     probs = torch.stack([F.softmax(logits[i, j], dim=-1) for i, j in positions])
     top = torch.topk(probs, 5, dim=-1)
@@ -507,6 +545,7 @@ def seqcls_case(name, cfg, param_seed, rows, labels):
     with torch.no_grad():
         logits = model(ids, mask, types)
         check_alone(name, logits, model, ids, types, lengths)
+        cross_check(name, model.bert, cfg, ids, mask, types, model.bert(ids, mask, types)[0])
     labels = torch.tensor(labels, dtype=torch.int64)
     forward_seed = param_seed + 1
 
