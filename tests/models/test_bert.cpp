@@ -286,3 +286,27 @@ TEST_CASE("BERT: bad input and bad configs name what is wrong") {
   models::BertForMaskedLM<float> mlm(cfg);
   CHECK_THROWS_AS(mlm.backward(ef::zeros<float>(ef::Shape<3>{1, 2, 11})), std::logic_error);
 }
+
+TEST_CASE("BERT: inference gives the same bits on 1 and 2 threads, and training forwards match eval without dropout") {
+  auto cfg = tiny_config();
+  cfg.hidden_size = 24;
+  cfg.num_attention_heads = 4;
+  cfg.intermediate_size = 40;
+  ef::manual_seed(16);
+  models::BertForSequenceClassification<float> m(cfg);
+  randomize(m);
+  m.eval();
+  const auto ids = ids_batch(), mask = mask_batch();
+  const int before = ef::get_num_threads();
+  ef::set_num_threads(1);
+  const auto one = m.forward(ids, mask);
+  ef::set_num_threads(2);
+  const auto two = m.forward(ids, mask);
+  ef::set_num_threads(before);
+  CHECK(ef::equal(one, two));
+  // The inference path fuses the intermediate activation into its gemm; the recording path does not. With
+  // dropout 0 both compute the same function (same bits: the epilogue applies the layer's own expression).
+  m.train();
+  const auto recorded = m.forward(ids, mask);
+  check_tensors_close(recorded, one, 0.0, 1e-6, "training-mode forward without dropout");
+}
