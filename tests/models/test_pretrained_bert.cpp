@@ -377,6 +377,10 @@ TEST_CASE("PretrainedBert: the model with vocab.txt and tokenizer_config.json's 
   write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": \"yes\"}");
   const auto msg = checkpoint_error_of([&] { (void)models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()); });
   CHECK(contains(msg, (dir / "tokenizer_config.json").string() + ": field \"do_lower_case\""));
+  write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": true, \"strip_accents\": false}");
+  CHECK(contains(checkpoint_error_of([&] { (void)models::bert_do_lower_case(dir.path()); }), "field \"strip_accents\""));
+  write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": true, \"strip_accents\": null, \"tokenize_chinese_chars\": true}");
+  CHECK(models::bert_do_lower_case(dir.path()));
   fs::remove(dir / "tokenizer_config.json");
   CHECK(models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()).tokenizer.do_lower_case());
   fs::remove(dir / "vocab.txt");

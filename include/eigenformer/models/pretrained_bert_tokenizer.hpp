@@ -20,7 +20,8 @@
 namespace eigenformer::models {
 
 // tokenizer_config.json's do_lower_case: true when the file or the field is absent (BertTokenizer's
-// default); io::checkpoint_error naming the file when it is not a JSON object or the field not a boolean.
+// default); io::checkpoint_error naming the file and the field when it is not a JSON object, the field not a
+// boolean, or strip_accents / tokenize_chinese_chars ask for what the tokenizer does not do.
 inline bool bert_do_lower_case(const std::filesystem::path& dir) {
   const auto path = dir / "tokenizer_config.json";
   std::error_code ec;
@@ -28,12 +29,27 @@ inline bool bert_do_lower_case(const std::filesystem::path& dir) {
   const auto j = detail::pretrained::read_json_file(path);
   if (!j.is_object())
     throw io::checkpoint_error(path.string() + ": expected a JSON object, got " + detail::pretrained::type_name(j));
-  if (!j.contains("do_lower_case")) return true;
-  const auto& v = j.at("do_lower_case");
-  if (!v.is_boolean())
-    throw io::checkpoint_error(path.string() + ": field \"do_lower_case\": expected true or false, got " +
-                               detail::pretrained::type_name(v));
-  return v.get<bool>();
+  bool lower = true;
+  if (j.contains("do_lower_case")) {
+    const auto& v = j.at("do_lower_case");
+    if (!v.is_boolean())
+      throw io::checkpoint_error(path.string() + ": field \"do_lower_case\": expected true or false, got " +
+                                 detail::pretrained::type_name(v));
+    lower = v.get<bool>();
+  }
+  // BertTokenizer strips accents exactly when it lower-cases and always spaces CJK characters: settings
+  // that ask otherwise would tokenize differently, so they are refused rather than ignored.
+  if (j.contains("strip_accents") && !j.at("strip_accents").is_null()) {
+    const auto& v = j.at("strip_accents");
+    if (!v.is_boolean() || v.get<bool>() != lower)
+      throw io::checkpoint_error(path.string() + ": field \"strip_accents\": " + detail::pretrained::type_name(v) +
+                                 " is not supported (accents are stripped exactly when do_lower_case is true; use null)");
+  }
+  if (j.contains("tokenize_chinese_chars") && j.at("tokenize_chinese_chars") != true)
+    throw io::checkpoint_error(path.string() + ": field \"tokenize_chinese_chars\": " +
+                               detail::pretrained::type_name(j.at("tokenize_chinese_chars")) +
+                               " is not supported (CJK characters are always split off)");
+  return lower;
 }
 
 // The model and the tokenizer of one directory, as transformers' pipeline("fill-mask", model=dir) holds them.
