@@ -3,6 +3,8 @@
 //
 //   models/gpt2.hpp        GPT2Config, GPT2LMHeadModel > GPT2Model > GPT2Block > GPT2Attention / GPT2MLP
 //                          (Hugging Face's module tree and names, tied LM head, Conv1D layout), KVCache
+//   models/bert.hpp        BertConfig, BertModel, BertForMaskedLM, BertForSequenceClassification (Hugging Face's
+//                          module tree and names, padding masks, the seed's pre-LN encoder as an option)
 //   models/generation.hpp  the CausalLM concept (any decoder with make_cache and a cached forward),
 //                          GenerationConfig, generate (greedy, temperature, top-k, top-p, sampling equal to
 //                          torch.multinomial), the next-token table
@@ -14,6 +16,7 @@
 // tokenizers and so eigenformer::tokenizers (utf8proc).
 #pragma once
 
+#include "eigenformer/models/bert.hpp"
 #include "eigenformer/models/gpt2.hpp"
 #include "eigenformer/models/generation.hpp"
 #include "eigenformer/models/pretrained.hpp"
