@@ -11,12 +11,15 @@
 //   models/pretrained.hpp  gpt2_from_pretrained / save_pretrained: Hugging Face model directories
 //                          (config.json + model.safetensors; needs nlohmann/json, a dependency of
 //                          eigenformer::eigenformer)
+//   models/pretrained_bert.hpp  bert_from_pretrained<Model> / save_pretrained for the BERT classes, with a
+//                          BertLoadReport of the heads left unused or newly initialised
 //
-// Not included here: models/pretrained_gpt2.hpp (model + tokenizer from one directory), which needs the
-// tokenizers and so eigenformer::tokenizers (utf8proc).
+// Not included here: models/pretrained_gpt2.hpp and models/pretrained_bert_tokenizer.hpp (model + tokenizer
+// from one directory), which need the tokenizers and so eigenformer::tokenizers (utf8proc).
 #pragma once
 
 #include "eigenformer/models/bert.hpp"
 #include "eigenformer/models/gpt2.hpp"
 #include "eigenformer/models/generation.hpp"
 #include "eigenformer/models/pretrained.hpp"
+#include "eigenformer/models/pretrained_bert.hpp"

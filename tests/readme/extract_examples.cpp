@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     for (const auto& l : code) {
       has_main = has_main || l.find("int main(") != std::string::npos;
       needs_tokenizers = needs_tokenizers || l.find("eigenformer/tokenizers") != std::string::npos ||
-                         l.find("pretrained_gpt2.hpp") != std::string::npos;
+                         l.find("pretrained_gpt2.hpp") != std::string::npos ||
+                         l.find("pretrained_bert_tokenizer.hpp") != std::string::npos;
     }
     if (needs_tokenizers && !tokenizers) continue;
     ++block;

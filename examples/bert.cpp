@@ -1,0 +1,272 @@
+// bert: masked-word prediction, sentence classification and sentence vectors with a Hugging Face BERT
+// directory (config.json, model.safetensors, vocab.txt and optionally tokenizer_config.json; e.g. a snapshot
+// of google-bert/bert-base-uncased, or a fine-tuned BertForSequenceClassification).
+//
+//   bert --model DIR --fill-mask "the capital of france is [MASK] ." --top-k 5
+//   bert --model DIR --classify "a great movie !" "not a good film"
+//   bert --model DIR --classify --file sentences.txt
+//   bert --model DIR --embed "paris is a big city ."
+//
+// Usage: bert --model DIR (--fill-mask TEXT [--top-k K] | --classify TEXT... | --classify --file F | --embed TEXT)
+//   --fill-mask TEXT  the K most probable tokens for the first [MASK] of TEXT, one per line as
+//                     id<TAB>probability<TAB>token, most probable first (needs a masked-LM head: a
+//                     BertForMaskedLM or BertForPreTraining checkpoint); "[MASK]" in the text is the mask token
+//   --top-k K         how many (default 5)
+//   --classify TEXT...  the class probabilities of each text, one line label<TAB>probability per label
+//                     (labels from config.json's id2label, else LABEL_i), texts separated by a blank line; all
+//                     texts run as one padded batch (needs a classifier: a BertForSequenceClassification
+//                     checkpoint). --file F reads the texts from F, one per line (blank lines skipped).
+//   --embed TEXT      the pooled [CLS] vector (BertModel's pooler_output), space-separated on one line (needs a
+//                     checkpoint with the pooler, bert.pooler.dense.*)
+// Probabilities and values are printed with 6 decimals. Exit status: 0 on success, 2 for a usage error
+// (including no --model), 1 for any other error (one line on standard error, nothing on standard output).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <eigenformer/models/pretrained_bert_tokenizer.hpp>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace models = eigenformer::models;
+namespace tokenizers = eigenformer::tokenizers;
+using eigenformer::index_t;
+
+namespace {
+
+constexpr const char* usage =
+    "usage: bert --model DIR (--fill-mask TEXT [--top-k K] | --classify TEXT... | --classify --file F |\n"
+    "            --embed TEXT)";
+
+constexpr const char* need_model =
+    "bert: --model DIR is required: a Hugging Face BERT model directory holding config.json,\n"
+    "model.safetensors and vocab.txt (tokenizer_config.json is read for do_lower_case when present), for\n"
+    "example a download of https://huggingface.co/google-bert/bert-base-uncased for --fill-mask and --embed,\n"
+    "or of a BertForSequenceClassification fine-tuned model for --classify.";
+
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Mode { none, fill_mask, classify, embed };
+
+struct Options {
+  std::string model;
+  Mode mode = Mode::none;
+  std::string text;                  // --fill-mask, --embed
+  std::vector<std::string> texts;    // --classify
+  std::string file;                  // --classify --file
+  long long top_k = 5;
+};
+
+long long integer(const std::string& flag, const std::string& s, long long min) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) throw usage_error(flag + " expects an integer, got \"" + s + "\"");
+  if (v < min) throw usage_error(flag + " must be at least " + std::to_string(min) + ", got " + s);
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  auto set_mode = [&](Mode m, const std::string& flag) {
+    if (o.mode != Mode::none) throw usage_error(flag + ": choose one of --fill-mask, --classify and --embed");
+    o.mode = m;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") o.model = value();
+    else if (a == "--fill-mask") set_mode(Mode::fill_mask, a), o.text = value();
+    else if (a == "--embed") set_mode(Mode::embed, a), o.text = value();
+    else if (a == "--top-k") o.top_k = integer(a, value(), 1);
+    else if (a == "--file") o.file = value();
+    else if (a == "--classify") {
+      set_mode(Mode::classify, a);
+      // Every following argument up to the next option is a text.
+      while (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) o.texts.emplace_back(argv[++i]);
+    } else throw usage_error("unknown argument " + a);
+  }
+  if (o.mode == Mode::none && !o.model.empty()) throw usage_error("nothing to do: give --fill-mask, --classify or --embed");
+  if (!o.file.empty() && o.mode != Mode::classify) throw usage_error("--file goes with --classify");
+  if (o.mode == Mode::classify && o.texts.empty() && o.file.empty())
+    throw usage_error("--classify needs at least one text (or --file F)");
+  if (o.mode == Mode::classify && !o.texts.empty() && !o.file.empty())
+    throw usage_error("--classify takes texts or --file, not both");
+  return o;
+}
+
+// Throws unless `length` tokens fit the model's learned positions.
+void check_length(std::size_t length, const models::BertConfig& c, const std::string& what) {
+  if (static_cast<index_t>(length) > c.max_position_embeddings)
+    throw std::runtime_error(what + " has " + std::to_string(length) + " tokens with [CLS] and [SEP], more than the model's " +
+                             std::to_string(c.max_position_embeddings) + " positions (max_position_embeddings)");
+}
+
+// A head the checkpoint did not have would be random: refuse rather than print noise.
+void require_loaded(const models::BertLoadReport& report, const std::string& head, const std::string& why) {
+  if (report.newly_initialized.empty()) return;
+  std::string names;
+  for (const auto& n : report.newly_initialized) names += (names.empty() ? "" : ", ") + n;
+  throw std::runtime_error(report.file + " has no " + head + " (" + names + " missing); " + why);
+}
+
+std::string fixed6(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
+}
+
+int emit(const std::string& out) {
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+// Softmax in double of one row of float logits.
+std::vector<double> softmax(const float* logits, index_t n) {
+  std::vector<double> p(static_cast<std::size_t>(n));
+  double top = -INFINITY, sum = 0;
+  for (index_t i = 0; i < n; ++i) top = std::max(top, static_cast<double>(logits[i]));
+  for (index_t i = 0; i < n; ++i) sum += p[static_cast<std::size_t>(i)] = std::exp(static_cast<double>(logits[i]) - top);
+  for (auto& v : p) v /= sum;
+  return p;
+}
+
+int fill_mask(const Options& o) {
+  using Model = models::BertForMaskedLM<float>;
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model);
+  require_loaded(bert.report, "masked-LM head", "--fill-mask needs a BertForMaskedLM checkpoint");
+  const auto& tok = bert.tokenizer;
+  // The WordPiece tokenizer reads "[MASK]" as text ("[", "mask", "]"): encode the pieces between the
+  // markers and put the mask id in their place.
+  static constexpr std::string_view marker = "[MASK]";
+  std::vector<std::int64_t> ids{tok.cls_id()};
+  std::size_t mask_at = 0;
+  bool found = false;
+  for (std::size_t pos = 0;;) {
+    const std::size_t next = o.text.find(marker, pos);
+    const auto piece = tok.encode(std::string_view(o.text).substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    ids.insert(ids.end(), piece.begin(), piece.end());
+    if (next == std::string::npos) break;
+    if (!found) mask_at = ids.size(), found = true;
+    ids.push_back(tok.mask_id());
+    pos = next + marker.size();
+  }
+  ids.push_back(tok.sep_id());
+  if (!found) throw std::runtime_error("the --fill-mask text has no [MASK] to predict");
+  check_length(ids.size(), bert.model.config(), "the --fill-mask text");
+
+  auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
+  std::copy(ids.begin(), ids.end(), input.data());
+  const auto logits = bert.model.forward(input).select(0, 0).select(0, static_cast<index_t>(mask_at)).contiguous();
+  const index_t vocab = logits.shape()[0];
+  const auto p = softmax(logits.data(), vocab);
+  std::vector<index_t> order(static_cast<std::size_t>(vocab));
+  std::iota(order.begin(), order.end(), index_t{0});
+  const auto k = static_cast<std::size_t>(std::min<long long>(o.top_k, vocab));
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](index_t a, index_t b) {
+    const double pa = p[static_cast<std::size_t>(a)], pb = p[static_cast<std::size_t>(b)];
+    return pa != pb ? pa > pb : a < b;
+  });
+  std::string out;
+  for (std::size_t r = 0; r < k; ++r) {
+    const index_t id = order[r];
+    // The model's vocabulary may be padded beyond vocab.txt: such ids have no spelling.
+    const std::string token = id < static_cast<index_t>(tok.vocab_size()) ? tok.id_to_token(id) : "";
+    out += std::to_string(id) + '\t' + fixed6(p[static_cast<std::size_t>(id)]) + '\t' + token + '\n';
+  }
+  return emit(out);
+}
+
+int classify(const Options& o) {
+  std::vector<std::string> texts = o.texts;
+  if (!o.file.empty()) {
+    std::ifstream in(o.file, std::ios::binary);
+    if (!in) throw std::runtime_error(o.file + ": cannot open the file");
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") != std::string::npos) texts.push_back(line);
+    }
+    if (in.bad()) throw std::runtime_error(o.file + ": read error");
+    if (texts.empty()) throw std::runtime_error(o.file + ": no text in the file (one text per line expected)");
+  }
+  using Model = models::BertForSequenceClassification<float>;
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model);
+  require_loaded(bert.report, "classification head", "--classify needs a BertForSequenceClassification checkpoint");
+  const auto& config = bert.model.config();
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    check_length(bert.tokenizer.encode(texts[i]).size() + 2, config, "text " + std::to_string(i + 1));
+  const auto batch = bert.tokenizer.encode_batch(texts);  // padded to the longest, with the attention mask
+  const auto logits = bert.model.forward(batch.input_ids, batch.attention_mask, batch.token_type_ids).contiguous();
+  const index_t labels = logits.shape()[1];
+  std::string out;
+  for (index_t b = 0; b < logits.shape()[0]; ++b) {
+    if (b) out += '\n';
+    std::vector<double> p;
+    if (labels == 1) p = {1.0 / (1.0 + std::exp(-static_cast<double>(logits(b, 0))))};  // regression: the pipeline's sigmoid
+    else p = softmax(logits.data() + b * labels, labels);
+    for (index_t j = 0; j < labels; ++j) out += config.label(j) + '\t' + fixed6(p[static_cast<std::size_t>(j)]) + '\n';
+  }
+  return emit(out);
+}
+
+int embed(const Options& o) {
+  using Model = models::BertModel<float>;
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model);
+  if (!bert.model.pooler)
+    throw std::runtime_error(bert.report.file + " has no pooler (bert.pooler.dense.weight and .bias); --embed prints the "
+                             "pooled [CLS] vector");
+  require_loaded(bert.report, "complete pooler", "--embed prints the pooled [CLS] vector");
+  const auto ids = bert.tokenizer.encode(o.text, true);
+  check_length(ids.size(), bert.model.config(), "the --embed text");
+  auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
+  std::copy(ids.begin(), ids.end(), input.data());
+  const auto pooled = bert.model.forward(input).pooler_output.contiguous();
+  std::string out;
+  for (index_t j = 0; j < pooled.shape()[1]; ++j) out += (j ? " " : "") + fixed6(pooled(0, j));
+  out += '\n';
+  return emit(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << usage << '\n';
+    return 0;
+  }
+  try {
+    const Options o = parse(argc, argv);
+    if (o.model.empty()) {
+      std::cerr << need_model << '\n' << usage << '\n';
+      return 2;
+    }
+    switch (o.mode) {
+      case Mode::fill_mask: return fill_mask(o);
+      case Mode::classify: return classify(o);
+      case Mode::embed: return embed(o);
+      case Mode::none: break;
+    }
+    return 2;
+  } catch (const usage_error& e) {
+    std::cerr << "bert: " << e.what() << '\n' << usage << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "bert: " << e.what() << '\n';
+  }
+  return 1;
+}

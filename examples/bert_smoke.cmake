@@ -1,0 +1,122 @@
+# ctest "bert_cli": the bert command line on the tiny Hugging Face directories of the unit tests
+# (tests/data/bert_tiny_mlm_hf: BertForMaskedLM with the NSP head, "bert." keys, LayerNorm gamma/beta, the
+# position_ids buffer; tests/data/bert_tiny_cls_hf: BertForSequenceClassification with id2label; both written
+# by tools/reference/make_bert_fixtures.py). --fill-mask and --classify must print exactly PyTorch's text
+# (tests/data/bert_tiny_cli_expected/*.txt); broken copies (an unknown hidden_act, a missing and a misnamed
+# tensor, made with edit_safetensors) and bad inputs must fail with one line on stderr and nothing on stdout.
+#
+#   cmake -DBERT=<exe> -DEDIT=<edit_safetensors exe> -DDATA=<tests/data> -DWORK_DIR=<scratch dir> -P bert_smoke.cmake
+cmake_minimum_required(VERSION 3.25)
+
+foreach(_var BERT EDIT DATA WORK_DIR)
+  if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
+    message(FATAL_ERROR "bert_smoke: ${_var} is not set")
+  endif()
+endforeach()
+set(MLM "${DATA}/bert_tiny_mlm_hf")
+set(CLS "${DATA}/bert_tiny_cls_hf")
+
+# run(<name> <expected exit code> ARGS...) -> ${name}_out, ${name}_err
+function(run _name _expect_rc)
+  execute_process(COMMAND "${BERT}" ${ARGN} OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL _expect_rc)
+    message(FATAL_ERROR "bert ${ARGN}: exit code ${_rc}, expected ${_expect_rc}\n${_out}\n${_err}")
+  endif()
+  set(${_name}_out "${_out}" PARENT_SCOPE)
+  set(${_name}_err "${_err}" PARENT_SCOPE)
+endfunction()
+
+# expect_stdout(<name> <expected file> ARGS...): exit 0 and stdout equal to the file, byte for byte.
+function(expect_stdout _name _file)
+  run(${_name} 0 ${ARGN})
+  file(READ "${_file}" _expected)
+  if(NOT "${${_name}_out}" STREQUAL "${_expected}")
+    message(FATAL_ERROR "bert ${ARGN}: stdout differs from ${_file}:\n--- got\n${${_name}_out}--- expected\n${_expected}")
+  endif()
+endfunction()
+
+# fails(<name> <exit code> <regex> ARGS...): that exit code, nothing on stdout, one line on stderr matching regex.
+function(fails _name _rc _regex)
+  run(${_name} ${_rc} ${ARGN})
+  if(NOT "${${_name}_out}" STREQUAL "")
+    message(FATAL_ERROR "bert ${ARGN}: printed on stdout although it failed:\n${${_name}_out}")
+  endif()
+  if(NOT "${${_name}_err}" MATCHES "^bert: [^\n]+\n$")
+    message(FATAL_ERROR "bert ${ARGN}: expected one line on stderr, got:\n${${_name}_err}")
+  endif()
+  if(NOT "${${_name}_err}" MATCHES "${_regex}")
+    message(FATAL_ERROR "bert ${ARGN}: stderr does not match \"${_regex}\":\n${${_name}_err}")
+  endif()
+endfunction()
+
+# The two outputs PyTorch printed.
+expect_stdout(fill "${DATA}/bert_tiny_cli_expected/fill_mask.txt"
+              --model "${MLM}" --fill-mask "the capital of france is [MASK] ." --top-k 5)
+expect_stdout(classify "${DATA}/bert_tiny_cli_expected/classify.txt"
+              --model "${CLS}" --classify "a great movie !" "the plot was boring and the acting awful ." "not a good film")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+file(WRITE "${WORK_DIR}/texts.txt" "a great movie !\nthe plot was boring and the acting awful .\n\nnot a good film\n")
+expect_stdout(classify_file "${DATA}/bert_tiny_cli_expected/classify.txt"
+              --model "${CLS}" --classify --file "${WORK_DIR}/texts.txt")
+# The pooled vector of the MLM directory's pooler (bert_tiny_hf_reference.json, case "embed": 0.9461512, ...).
+run(embed 0 --model "${MLM}" --embed "paris is a big city .")
+if(NOT embed_out MATCHES "^0\\.946151 -0\\.602829 0\\.909321 [-0-9. ]+\n$")
+  message(FATAL_ERROR "bert --embed: unexpected output:\n${embed_out}")
+endif()
+
+# Bad inputs.
+fails(no_mask 1 "no \\[MASK\\]" --model "${MLM}" --fill-mask "the capital of france is paris .")
+fails(too_long 1 "more than the model's 16 positions \\(max_position_embeddings\\)"
+      --model "${MLM}" --fill-mask "the [MASK] of france is a big city and the capital of france is paris . very long")
+fails(too_long_classify 1 "text 2 has [0-9]+ tokens"
+      --model "${CLS}" --classify "short" "the plot was boring and the acting awful and the movie was not good at all .")
+fails(wrong_head 1 "no classification head \\(classifier\\.weight, classifier\\.bias missing\\)"
+      --model "${MLM}" --classify "a great movie !")
+
+# Broken directories, copies of the MLM one.
+function(broken_copy _dir)
+  file(MAKE_DIRECTORY "${WORK_DIR}/${_dir}")
+  foreach(_f config.json model.safetensors vocab.txt tokenizer_config.json)
+    file(COPY_FILE "${MLM}/${_f}" "${WORK_DIR}/${_dir}/${_f}")
+  endforeach()
+endfunction()
+broken_copy(bad_act)
+file(READ "${MLM}/config.json" _config)
+string(REPLACE "\"hidden_act\": \"gelu\"" "\"hidden_act\": \"swishy\"" _config "${_config}")
+file(WRITE "${WORK_DIR}/bad_act/config.json" "${_config}")
+fails(bad_act 1 "bad_act/config.json: field \"hidden_act\": .*\"swishy\".*accepted names are relu, gelu, gelu_new, gelu_pytorch_tanh"
+      --model "${WORK_DIR}/bad_act" --fill-mask "[MASK]")
+
+set(_tensor "bert.encoder.layer.0.output.dense.weight")
+foreach(_case IN ITEMS missing misnamed)
+  broken_copy(${_case})
+  set(_args "${MLM}/model.safetensors" "${WORK_DIR}/${_case}/model.safetensors" "${_tensor}")
+  if(_case STREQUAL "misnamed")
+    list(APPEND _args "bert.encoder.layer.0.output.dense.wieght")
+  endif()
+  execute_process(COMMAND "${EDIT}" ${_args} RESULT_VARIABLE _rc ERROR_VARIABLE _err)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "edit_safetensors ${_args}: ${_err}")
+  endif()
+endforeach()
+fails(missing 1 "missing/model\\.safetensors: tensor \"bert\\.encoder\\.layer\\.0\\.output\\.dense\\.weight\" is missing"
+      --model "${WORK_DIR}/missing" --fill-mask "[MASK]")
+fails(misnamed 1 "misnamed/model\\.safetensors: tensor \"bert\\.encoder\\.layer\\.0\\.output\\.dense\\.weight\" is missing.*unexpected tensor \"bert\\.encoder\\.layer\\.0\\.output\\.dense\\.wieght\""
+      --model "${WORK_DIR}/misnamed" --fill-mask "[MASK]")
+
+# No --model: an explanation of what is needed, exit code 2, nothing on stdout.
+run(none 2 --fill-mask "[MASK]")
+if(NOT none_err MATCHES "Hugging Face BERT model directory" OR NOT none_out STREQUAL "")
+  message(FATAL_ERROR "bert without --model: unexpected output:\n${none_out}\n${none_err}")
+endif()
+run(usage 2 --model "${MLM}")
+run(bad_top_k 2 --model "${MLM}" --fill-mask "[MASK]" --top-k 0)
+run(unknown_flag 2 --model "${MLM}" --fill-mask "[MASK]" --temperature 2)
+run(two_modes 2 --model "${MLM}" --fill-mask "[MASK]" --embed "x")
+fails(no_file 1 "nowhere\\.txt: cannot open the file" --model "${CLS}" --classify --file "${WORK_DIR}/nowhere.txt")
+run(missing_dir 1 --model "${WORK_DIR}/nowhere" --fill-mask "[MASK]")
+if(NOT missing_dir_err MATCHES "nowhere: no such directory")
+  message(FATAL_ERROR "bert --model nowhere: unexpected message:\n${missing_dir_err}")
+endif()
+message(STATUS "bert_smoke: all checks passed")
