@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "eigenformer/models/detail/residual.hpp"
 #include "eigenformer/models/no_init.hpp"
 #include "eigenformer/models/tied_lm_head.hpp"
 #include "eigenformer/nn/activation.hpp"
@@ -187,39 +188,6 @@ nn::Linear<T> linear(index_t in, index_t out) {
   return nn::Linear<T>(in, out, true, nn::skip_init);
 }
 
-// Column sums of g (N, C) added into d (C): each column summed whole by one chunk, rows in order, so the bits
-// do not depend on the thread count.
-template <floating_element T>
-void add_column_sums(const Tensor<T, 2>& g, T* d) {
-  const auto gc = g.contiguous();
-  const index_t n = gc.shape()[0], c = gc.shape()[1];
-  backend::parallel_for(c, 1024, [&](index_t begin, index_t end) {
-    for (index_t i = 0; i < n; ++i) {
-      const T* row = gc.data() + i * c;
-      for (index_t j = begin; j < end; ++j) d[j] += row[j];
-    }
-  });
-}
-
-// sum += x element-wise, in place (the residual connections; the sublayer output is a fresh tensor that
-// nothing saved, so it can take the sum).
-template <floating_element T>
-Tensor<T, 3>& add_into(Tensor<T, 3>& sum, const Tensor<T, 3>& x) {
-  if (!sum.is_contiguous() || !x.is_contiguous()) return sum = sum + x;
-  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-  Eigen::Map<Arr>(sum.data(), sum.numel()) += Eigen::Map<const Arr>(x.data(), x.numel());
-  return sum;
-}
-
-inline backend::Activation fused_activation(nn::ActivationKind k) {
-  switch (k) {
-    case nn::ActivationKind::relu: return backend::Activation::relu;
-    case nn::ActivationKind::gelu: return backend::Activation::gelu_erf;
-    case nn::ActivationKind::gelu_tanh: return backend::Activation::gelu_tanh;
-  }
-  return backend::Activation::none;
-}
-
 inline nn::BertEmbeddingsOptions embeddings_options(const BertConfig& c) {
   return {.vocab_size = c.vocab_size,
           .hidden_size = c.hidden_size,
@@ -318,7 +286,7 @@ class BertSelfAttention : public nn::Module<T> {
         auto dw = lin.weight.grad_buffer();
         backend::gemm(g.t(), ctx.x, dw, T(1), T(1));
       }
-      if (lin.bias && lin.bias->requires_grad()) detail::bert::add_column_sums(g, lin.bias->grad_buffer().data());
+      if (lin.bias && lin.bias->requires_grad()) backend::add_column_sums(g, lin.bias->grad_buffer().data());
       backend::gemm(g, lin.weight.data, dx, T(1), i == 0 ? T(0) : T(1));
     }
     return dx.view(Shape<3>{b, t, dim_});
@@ -359,7 +327,7 @@ class BertResidualOutput : public nn::Module<T> {
 
   Tensor<T, 3> forward(const Tensor<T, 3>& h, const Tensor<T, 3>& input) const {
     auto y = dropout.forward(dense.forward(h));
-    detail::bert::add_into(y, input);
+    detail::add_into(y, input);
     return pre_layer_norm_ ? y : LayerNorm.forward(y);
   }
 
@@ -429,7 +397,7 @@ class BertIntermediate : public nn::Module<T> {
     const index_t b = x.shape()[0], t = x.shape()[1];
     const auto h = backend::gemm(x.reshape(Shape<2>{b * t, dense.in_features()}), dense.weight.data.t(),
                                  backend::Epilogue<T>{&dense.bias->data,
-                                                      detail::bert::fused_activation(intermediate_act_fn.kind())});
+                                                      nn::epilogue_activation(intermediate_act_fn.kind())});
     return h.view(Shape<3>{b, t, dense.out_features()});
   }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) { return dense.backward(intermediate_act_fn.backward(g)); }

@@ -64,6 +64,7 @@
 #include "eigenformer/nn/conv1d.hpp"
 #include "eigenformer/nn/detail/checks.hpp"
 #include "eigenformer/models/generation.hpp"
+#include "eigenformer/models/detail/residual.hpp"
 #include "eigenformer/models/no_init.hpp"
 #include "eigenformer/models/tied_lm_head.hpp"
 #include "eigenformer/nn/dropout.hpp"
@@ -244,36 +245,13 @@ class GPT2MLP : public nn::Module<T> {
     const index_t b = x.shape()[0], t = x.shape()[1];
     if (x.shape()[2] != c_fc.in_features()) return c_proj.forward(act.forward(c_fc.forward(x)));  // its error
     const auto hidden = backend::gemm(x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data,
-                                      backend::Epilogue<T>{&c_fc.bias.data, fused_activation(act.kind())});
+                                      backend::Epilogue<T>{&c_fc.bias.data, nn::epilogue_activation(act.kind())});
     return c_proj.forward(hidden.view(Shape<3>{b, t, c_fc.out_features()}));
   }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
     return c_fc.backward(act.backward(c_proj.backward(dropout.backward(g))));
   }
-
- private:
-  static backend::Activation fused_activation(nn::ActivationKind k) {
-    switch (k) {
-      case nn::ActivationKind::relu: return backend::Activation::relu;
-      case nn::ActivationKind::gelu: return backend::Activation::gelu_erf;
-      case nn::ActivationKind::gelu_tanh: return backend::Activation::gelu_tanh;
-    }
-    return backend::Activation::none;
-  }
 };
-
-namespace detail {
-// sum += x element-wise, in place. Used for the residual connections: the sublayer's output is a fresh
-// tensor that nothing saved for backward (the layers save their inputs), so it can take the sum and the
-// block allocates nothing for it.
-template <floating_element T>
-Tensor<T, 3>& add_into(Tensor<T, 3>& sum, const Tensor<T, 3>& x) {
-  if (!sum.is_contiguous() || !x.is_contiguous()) return sum = sum + x;
-  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-  Eigen::Map<Arr>(sum.data(), sum.numel()) += Eigen::Map<const Arr>(x.data(), x.numel());
-  return sum;
-}
-}  // namespace detail
 
 // One pre-LN block (Hugging Face's GPT2Block): h = x + attn(ln_1(x)); y = h + mlp(ln_2(h)).
 template <floating_element T>

@@ -110,6 +110,20 @@ class ConfigReader {
     return v.get<double>();
   }
 
+  // An activation name nn::activation_kind knows (the error lists them), or `fallback` when absent.
+  std::string activation(const char* field, const std::string& fallback) const {
+    if (!j_.contains(field)) return fallback;
+    const json& v = j_.at(field);
+    if (!v.is_string()) fail(field, "expected a string, got " + type_name(v));
+    const auto name = v.get<std::string>();
+    try {
+      (void)nn::activation_kind(name);
+    } catch (const std::invalid_argument& e) {
+      fail(field, e.what());
+    }
+    return name;
+  }
+
   // A boolean field that must have the value `supported` (absent means `supported`, Hugging Face's default).
   void require_bool(const char* field, bool supported, const std::string& why) const {
     if (!j_.contains(field)) return;
@@ -173,16 +187,7 @@ inline GPT2Config gpt2_config_from_json(const nlohmann::json& j, const std::stri
   else if (r.has("n_ctx")) c.n_positions = r.positive_int("n_ctx");
   else r.fail("n_positions", "missing (the number of learned positions; older files call it n_ctx)");
   if (r.has("n_inner") && !j.at("n_inner").is_null()) c.n_inner = r.positive_int("n_inner");
-  if (r.has("activation_function")) {
-    const auto& v = j.at("activation_function");
-    if (!v.is_string()) r.fail("activation_function", "expected a string, got " + type_name(v));
-    c.activation_function = v.get<std::string>();
-    try {
-      (void)nn::activation_kind(c.activation_function);
-    } catch (const std::invalid_argument& e) {
-      r.fail("activation_function", e.what());
-    }
-  }
+  c.activation_function = r.activation("activation_function", c.activation_function);
   c.resid_pdrop = r.number("resid_pdrop", c.resid_pdrop);
   c.embd_pdrop = r.number("embd_pdrop", c.embd_pdrop);
   c.attn_pdrop = r.number("attn_pdrop", c.attn_pdrop);

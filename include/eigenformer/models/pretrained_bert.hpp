@@ -247,16 +247,7 @@ inline BertConfig bert_config_from_json(const nlohmann::json& j, const std::stri
   c.intermediate_size = r.positive_int("intermediate_size");
   c.max_position_embeddings = r.positive_int("max_position_embeddings");
   if (r.has("type_vocab_size")) c.type_vocab_size = r.positive_int("type_vocab_size");
-  if (r.has("hidden_act")) {
-    const auto& v = j.at("hidden_act");
-    if (!v.is_string()) r.fail("hidden_act", "expected a string, got " + type_name(v));
-    c.hidden_act = v.get<std::string>();
-    try {
-      (void)nn::activation_kind(c.hidden_act);
-    } catch (const std::invalid_argument& e) {
-      r.fail("hidden_act", e.what());
-    }
-  }
+  c.hidden_act = r.activation("hidden_act", c.hidden_act);
   c.hidden_dropout_prob = r.number("hidden_dropout_prob", c.hidden_dropout_prob);
   c.attention_probs_dropout_prob = r.number("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
   if (r.has("classifier_dropout") && !j.at("classifier_dropout").is_null())

@@ -52,19 +52,7 @@ class TiedLMHead : public nn::Module<T> {
       auto dw = weight.grad_buffer();
       backend::gemm(g.t(), ctx.hidden, dw, T(1), T(1));
     }
-    if (bias && bias->requires_grad()) {
-      auto db = bias->grad_buffer();
-      const auto gc = g.contiguous();
-      const index_t n = ctx.b * ctx.t;
-      T* d = db.data();
-      // Each column summed whole by one chunk, rows in order: the same bits for every thread count.
-      backend::parallel_for(out_, 1024, [&](index_t begin, index_t end) {
-        for (index_t i = 0; i < n; ++i) {
-          const T* row = gc.data() + i * out_;
-          for (index_t j = begin; j < end; ++j) d[j] += row[j];
-        }
-      });
-    }
+    if (bias && bias->requires_grad()) backend::add_column_sums(g, bias->grad_buffer().data());
     return backend::gemm(g, weight.data).view(Shape<3>{ctx.b, ctx.t, in_});
   }
 

@@ -157,6 +157,17 @@ Tensor<T, R> softmax_backward(const Tensor<T, R>& grad_output, const Tensor<T, R
 
 }  // namespace functional
 
+// The same activation as a gemm epilogue (backend::Epilogue), which applies the layer's own expression, so a
+// fused dense + activation gives the bits of the two layers run one after the other.
+inline backend::Activation epilogue_activation(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu: return backend::Activation::relu;
+    case ActivationKind::gelu: return backend::Activation::gelu_erf;
+    case ActivationKind::gelu_tanh: return backend::Activation::gelu_tanh;
+  }
+  return backend::Activation::none;
+}
+
 // An element-wise activation by kind or by Hugging Face name: Activation<float>("gelu_new").
 // A recording forward saves the input; backward returns grad_output * f'(x).
 //

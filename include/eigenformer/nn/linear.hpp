@@ -72,19 +72,7 @@ Tensor<T, R> dense_backward(const char* layer, const Tensor<T, R>& grad_output, 
     if (layout == DenseLayout::out_in) backend::gemm(g.t(), ctx.x, dw, T(1), T(1));
     else backend::gemm(ctx.x.t(), g, dw, T(1), T(1));
   }
-  if (bias && bias->requires_grad()) {
-    auto db = bias->grad_buffer();
-    const auto gc = g.contiguous();
-    // Column sums, each column summed whole by one chunk in token order, so the result does not depend
-    // on the thread count.
-    T* d = db.data();
-    backend::parallel_for(out, 1024, [&](index_t begin, index_t end) {
-      for (index_t i = 0; i < n; ++i) {
-        const T* row = gc.data() + i * out;
-        for (index_t j = begin; j < end; ++j) d[j] += row[j];
-      }
-    });
-  }
+  if (bias && bias->requires_grad()) backend::add_column_sums(g, bias->grad_buffer().data());
   auto dx = backend::gemm(g, w.t());  // (N, in)
   return dx.view(as_shape<R>(ctx.input_shape));
 }

@@ -411,6 +411,20 @@ MatrixOperand<T> matrix_operand(const Tensor<T, 2>& t, Tensor<T, 2>& keep) {
 
 }  // namespace detail
 
+// out[j] += sum_i g(i, j) for g (N, C): the bias gradient of every dense layer. Each column is summed whole
+// by one chunk, rows in order, so the bits do not depend on the thread count.
+template <floating_element T>
+void add_column_sums(const Tensor<T, 2>& g, T* out) {
+  const auto gc = g.contiguous();
+  const index_t n = gc.shape()[0], c = gc.shape()[1];
+  parallel_for(c, 1024, [&](index_t begin, index_t end) {
+    for (index_t i = 0; i < n; ++i) {
+      const T* row = gc.data() + i * c;
+      for (index_t j = begin; j < end; ++j) out[j] += row[j];
+    }
+  });
+}
+
 // c = act(alpha * a b + beta * c + bias). Throws shape_error naming all three shapes when they disagree.
 // c must not overlap a or b. With beta == 0, c's old contents are ignored (NaN included), as in BLAS.
 template <floating_element T>

@@ -1,0 +1,20 @@
+// The residual connection of the models' blocks, in place.
+#pragma once
+
+#include <Eigen/Core>
+
+#include "eigenformer/tensor.hpp"
+
+namespace eigenformer::models::detail {
+
+// sum += x element-wise, in place. The sublayer's output is a fresh tensor that nothing saved for backward
+// (the layers save their inputs), so it can take the sum and the block allocates nothing for it.
+template <floating_element T>
+Tensor<T, 3>& add_into(Tensor<T, 3>& sum, const Tensor<T, 3>& x) {
+  if (!sum.is_contiguous() || !x.is_contiguous() || sum.shape() != x.shape()) return sum = sum + x;
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  Eigen::Map<Arr>(sum.data(), sum.numel()) += Eigen::Map<const Arr>(x.data(), x.numel());
+  return sum;
+}
+
+}  // namespace eigenformer::models::detail
