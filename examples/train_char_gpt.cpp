@@ -23,9 +23,9 @@
 //                   flags are ignored, the lr schedule is the checkpoint's; --iters sets where to stop, and
 //                   the evaluation, sampling, --save and --log flags apply)
 //   --log FILE.csv  one row per step (kind=train: step, lr, loss) and per evaluation (kind=eval)
-//   --quiet         no progress bar or progress lines
+//   --quiet         plain progress lines instead of the bar, even on a terminal
 // The last lines are "val loss X.XXXX" and the sample. Progress goes to stderr: a bar when stderr is a
-// terminal, else a line every eval interval / 10 steps. Exit status: 0, 2 for a bad flag, 1 for other errors.
+// terminal, else (or with --quiet) a line every eval interval / 10 steps. Exit status: 0, 2 for a bad flag, 1 for other errors.
 #include <unistd.h>
 
 #include <chrono>
@@ -164,10 +164,9 @@ std::string duration(double seconds) {
 class Progress {
  public:
   Progress(std::int64_t total, std::int64_t every, bool quiet)
-      : total_(total), every_(every > 10 ? every / 10 : 1), quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
+      : total_(total), every_(every > 10 ? every / 10 : 1), tty_(!quiet && isatty(STDERR_FILENO) == 1) {}
 
   void update(std::int64_t step, double loss, double its) {
-    if (quiet_) return;
     const double eta = its > 0 ? static_cast<double>(total_ - step) / its : 0;
     if (tty_) {
       constexpr int width = 30;
@@ -191,7 +190,7 @@ class Progress {
 
  private:
   std::int64_t total_, every_;
-  bool quiet_, tty_, dirty_ = false;
+  bool tty_, dirty_ = false;
 };
 
 int run(const Options& o) {
