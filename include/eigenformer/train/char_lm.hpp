@@ -27,11 +27,9 @@
 // moved to "<dir>.old" for the instant of the swap and then removed), so a crash never leaves a model of one
 // step beside an optimizer state of another.
 //
-// Optimizer state. train::AdamW keeps its moments private and has no state_dict yet; this header reads and
-// writes them through the explicit-instantiation access rule ([temp.spec.general]: access is not checked in
-// an explicit instantiation's template arguments). It names AdamW's members `state_` and `step_` and the
-// fields of its State, so a change there fails to compile here rather than silently. The proper fix is an
-// AdamW::state_dict() / load_state_dict() in optimizers.hpp; this header would then use it.
+// Optimizer state: AdamW::state() (each parameter's moments and step count, in group order) is saved as
+// optimizer.safetensors under "<parameter>.exp_avg" / ".exp_avg_sq" / ".step", and set_steps_taken restores
+// the optimizer's own count.
 #pragma once
 
 #include <chrono>
@@ -190,42 +188,6 @@ inline std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t step, std::uint6
   return z & 0xFFFFFFFFULL;  // the generator keeps the low 32 bits, as torch.manual_seed
 }
 
-// Access to AdamW's private state (see the top of this file).
-template <class Tag, auto Member>
-struct private_member {
-  friend constexpr auto member_pointer(Tag) noexcept { return Member; }
-};
-// One tag per (member, element type): a friend declared in a class template would be a different
-// non-template function per specialization, which GCC warns about.
-struct adamw_state_float {
-  friend constexpr auto member_pointer(adamw_state_float) noexcept;
-};
-struct adamw_step_float {
-  friend constexpr auto member_pointer(adamw_step_float) noexcept;
-};
-struct adamw_state_double {
-  friend constexpr auto member_pointer(adamw_state_double) noexcept;
-};
-struct adamw_step_double {
-  friend constexpr auto member_pointer(adamw_step_double) noexcept;
-};
-template struct private_member<adamw_state_float, &AdamW<float>::state_>;
-template struct private_member<adamw_step_float, &AdamW<float>::step_>;
-template struct private_member<adamw_state_double, &AdamW<double>::state_>;
-template struct private_member<adamw_step_double, &AdamW<double>::step_>;
-
-// AdamW<T>'s per-parameter State list and its step() count.
-template <class T>
-auto& adamw_state(AdamW<T>& opt) {
-  if constexpr (std::is_same_v<T, float>) return opt.*member_pointer(adamw_state_float{});
-  else return opt.*member_pointer(adamw_state_double{});
-}
-template <class T>
-auto& adamw_steps(AdamW<T>& opt) {
-  if constexpr (std::is_same_v<T, float>) return opt.*member_pointer(adamw_step_float{});
-  else return opt.*member_pointer(adamw_step_double{});
-}
-
 inline void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
   io::detail::AtomicFile out(path);
   out.write(text.data(), text.size());
@@ -327,7 +289,7 @@ class CharLMTrainer {
     fs::remove_all(partial, ec);
     models::save_pretrained(*model_, partial);
     io::TensorDict tensors;
-    auto& state = detail::adamw_state(*optimizer_);
+    auto& state = optimizer_->state();
     std::size_t k = 0;
     for (auto& group : optimizer_->groups())
       for (auto& p : group.params) {
@@ -341,7 +303,7 @@ class CharLMTrainer {
         tensors.emplace(p.name + ".step", count);
       }
     io::save_safetensors(partial / "optimizer.safetensors", tensors,
-                         {{"format", "pt"}, {"steps", std::to_string(detail::adamw_steps(*optimizer_))}});
+                         {{"format", "pt"}, {"steps", std::to_string(optimizer_->steps_taken())}});
     std::string chars;
     for (char32_t c : tokenizer_.chars()) tokenizers::unicode::append_utf8(chars, c);
     const nlohmann::json trainer = {{"step", step_}, {"config", to_json(config_)}, {"vocabulary", chars}};
@@ -382,7 +344,7 @@ class CharLMTrainer {
     if (models::gpt2_config_from_file(dir / "config.json").n_embd != config.n_embd)
       throw io::checkpoint_error((dir / "config.json").string() + ": does not match trainer.json");
     const auto opt = io::SafeTensorsFile::from_file(dir / "optimizer.safetensors");
-    auto& state = detail::adamw_state(*t->optimizer_);
+    auto& state = t->optimizer_->state();
     std::size_t k = 0;
     for (auto& group : t->optimizer_->groups())
       for (auto& p : group.params) {
@@ -397,7 +359,7 @@ class CharLMTrainer {
       }
     const auto& meta = opt.metadata();
     const auto it = meta.find("steps");
-    detail::adamw_steps(*t->optimizer_) = it != meta.end() ? std::stoll(it->second) : step;
+    t->optimizer_->set_steps_taken(it != meta.end() ? std::stoll(it->second) : step);
     t->step_ = step;
     return t;
   }
