@@ -124,6 +124,17 @@ class AdamW {
     }
   }
 
+  // One parameter's moments and step count (torch's optimizer.state[p]), for checkpoints.
+  struct State {
+    Tensor<T, 1> exp_avg, exp_avg_sq, max_exp_avg_sq;  // empty until the parameter's first step
+    std::int64_t step = 0;                             // steps that found this parameter with a gradient
+  };
+  // Every parameter's state, in group order (groups()[0].params, then groups()[1].params, ...). Writable, so a
+  // resumed run can restore what a checkpoint saved; the moments must keep their parameter's size.
+  std::vector<State>& state() noexcept { return state_; }
+  const std::vector<State>& state() const noexcept { return state_; }
+  void set_steps_taken(std::int64_t steps) noexcept { step_ = steps; }
+
   std::vector<Group>& groups() noexcept { return groups_; }
   const std::vector<Group>& groups() const noexcept { return groups_; }
   // The number of step() calls.
@@ -195,11 +206,6 @@ class AdamW {
   }
 
  private:
-  struct State {
-    Tensor<T, 1> exp_avg, exp_avg_sq, max_exp_avg_sq;  // empty until the parameter's first step
-    std::int64_t step = 0;                             // steps that found this parameter with a gradient
-  };
-
   static void validate(const AdamWOptions& o) {
     detail::check_hyper(o.lr >= 0, "AdamW", "lr must be >= 0, got " + std::to_string(o.lr));
     detail::check_hyper(o.eps >= 0, "AdamW", "eps must be >= 0, got " + std::to_string(o.eps));
