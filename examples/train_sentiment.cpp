@@ -86,6 +86,7 @@ struct Recipe {
   std::int64_t epochs = 4, batch_size = 32;
   double lr = 1e-3, weight_decay = 0.01, warmup_ratio = 0.1, clip = 1.0;
   std::string schedule = "linear";  // linear | constant
+  bool length_buckets = true;       // batches of similar length (train::length_bucketed); false: DataLoader's
   bool decay_all = false;           // weight decay on every parameter (torch's AdamW(model.parameters()))
   std::uint64_t seed = 42;
   std::vector<std::string> labels;
@@ -105,6 +106,7 @@ struct Recipe {
     r.lr = 3e-4, r.weight_decay = 0.01, r.warmup_ratio = 0, r.clip = 0;
     r.schedule = "constant";
     r.decay_all = true;
+    r.length_buckets = false;
     return r;
   }
 
@@ -114,7 +116,7 @@ struct Recipe {
             {"num_attention_heads", heads}, {"intermediate_size", ff}, {"dropout", dropout},
             {"layer_norm_eps", layer_norm_eps}, {"pre_layer_norm", pre_ln}, {"epochs", epochs},
             {"batch_size", batch_size}, {"lr", lr}, {"weight_decay", weight_decay}, {"weight_decay_all", decay_all},
-            {"warmup_ratio", warmup_ratio}, {"schedule", schedule}, {"clip_grad_norm", clip}, {"seed", seed},
+            {"warmup_ratio", warmup_ratio}, {"length_buckets", length_buckets}, {"schedule", schedule}, {"clip_grad_norm", clip}, {"seed", seed},
             {"labels", labels}, {"init", init}};
   }
   static Recipe from_json(const nlohmann::json& j) {
@@ -481,7 +483,10 @@ int run_training(const Options& o) {
   const auto train_start = Clock::now();
   double train_seconds = 0;  // optimisation only, without the dev evaluations
   for (std::int64_t epoch = 1; epoch <= r.epochs && step < total_steps; ++epoch) {
-    const auto batches = loader.epoch();
+    const auto batches = r.length_buckets ? train::length_bucketed(loader.epoch(), train_set,
+                                                                   static_cast<std::size_t>(r.batch_size), 50,
+                                                                   ef::default_generator())
+                                          : loader.epoch();
     const std::int64_t epoch_steps = std::min<std::int64_t>(static_cast<std::int64_t>(batches.size()), total_steps - step);
     double loss_sum = 0;
     std::int64_t correct = 0, seen = 0;

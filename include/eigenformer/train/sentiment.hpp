@@ -38,6 +38,7 @@
 #include "eigenformer/models/bert.hpp"
 #include "eigenformer/models/pretrained_bert.hpp"
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/random.hpp"
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/train/optimizers.hpp"
 
@@ -199,6 +200,33 @@ inline ClassifierBatch make_batch(const std::vector<EncodedExample>& data, std::
     out.labels(r) = e.label;
   }
   return out;
+}
+
+// Batches of similar length, for speed: the shuffled `batches` (a DataLoader epoch) are joined, cut into
+// pools of `pool` batches, each pool sorted by sentence length and cut into batches again, and the new
+// batches put in random order (torch.randperm from `gen`). Every example still appears once per epoch; the
+// padding a batch computes shrinks from its longest sentence against a random mix to nearly none.
+inline std::vector<std::vector<std::int64_t>> length_bucketed(const std::vector<std::vector<std::int64_t>>& batches,
+                                                              const std::vector<EncodedExample>& data,
+                                                              std::size_t batch_size, std::size_t pool, Generator& gen) {
+  std::vector<std::int64_t> order;
+  for (const auto& b : batches) order.insert(order.end(), b.begin(), b.end());
+  const std::size_t span = std::max<std::size_t>(1, pool) * batch_size;
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::size_t start = 0; start < order.size(); start += span) {
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(start);
+    const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), start + span));
+    std::stable_sort(first, last, [&](std::int64_t a, std::int64_t b) {
+      return data[static_cast<std::size_t>(a)].ids.size() < data[static_cast<std::size_t>(b)].ids.size();
+    });
+    for (auto it = first; it < last; it += static_cast<std::ptrdiff_t>(std::min<std::size_t>(batch_size, static_cast<std::size_t>(last - it))))
+      out.emplace_back(it, it + static_cast<std::ptrdiff_t>(std::min<std::size_t>(batch_size, static_cast<std::size_t>(last - it))));
+  }
+  const auto perm = randperm(static_cast<index_t>(out.size()), gen);
+  std::vector<std::vector<std::int64_t>> shuffled;
+  shuffled.reserve(out.size());
+  for (index_t i = 0; i < perm.numel(); ++i) shuffled.push_back(std::move(out[static_cast<std::size_t>(perm(i))]));
+  return shuffled;
 }
 
 struct StepResult {
