@@ -10,6 +10,7 @@
 //   auto pred = train::predict(model, enc_test, 64, pad_id);               // argmax + probabilities
 //   std::cout << train::classification_report(pred.labels, pred.predicted, {"negative", "positive"});
 //
+// Not part of <eigenformer/train.hpp>: it brings the checkpoint code (nlohmann/json) with save_classifier.
 // This header needs no tokenizer: the caller turns text into ids (with [CLS] first, which the classifier
 // reads). Text bytes are kept as they are; lines that are not valid UTF-8 are counted so a caller can say so
 // (the BERT tokenizer replaces ill-formed bytes, it never throws on them).
@@ -24,13 +25,13 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <random>
 #include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -440,7 +441,7 @@ void save_classifier(models::BertForSequenceClassification<T>& model, const std:
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(parent, ec);
-  const std::string tag = std::to_string(::getpid());
+  const std::string tag = std::to_string(std::random_device{}());
   const fs::path tmp = parent / ("." + target.filename().string() + ".tmp-" + tag);
   const fs::path old = parent / ("." + target.filename().string() + ".old-" + tag);
   fs::remove_all(tmp, ec);
