@@ -32,7 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <eigenformer/models/pretrained_bert.hpp>
+#include <eigenformer/models/pretrained_bert_tokenizer.hpp>
 #include <eigenformer/tokenizers/gpt2.hpp>
 #include <eigenformer/tokenizers/pipeline.hpp>
 #include <eigenformer/tokenizers/wordpiece.hpp>
@@ -381,6 +381,7 @@ int run_training(const Options& o) {
   if (o.init) {
     if (r.tokenizer != "wordpiece") throw usage_error("--init needs the default recipe's WordPiece tokenizer (not --recipe seed)");
     r.init = *o.init;
+    r.lower_case = models::bert_do_lower_case(*o.init);  // tokenizer_config.json's, as PretrainedBert reads it
   }
 
   // Tokenizer and data.
