@@ -513,7 +513,7 @@ int run_training(const Options& o) {
         log << "step," << epoch << "," << step + 1 << "," << csv_num(s.loss) << ","
             << csv_num(static_cast<double>(s.correct) / static_cast<double>(s.count)) << "," << csv_num(lr) << ","
             << csv_num(s.grad_norm) << "," << csv_num(eps) << ","
-            << csv_num(std::chrono::duration<double>(now - train_start).count()) << ",,\n";
+            << csv_num(std::chrono::duration<double>(now - train_start).count()) << ",,\n" << std::flush;
       const double mean_loss = loss_sum / static_cast<double>(seen), acc = static_cast<double>(correct) / static_cast<double>(seen);
       if (bar) {
         if (now - last_draw >= std::chrono::milliseconds(100) || k + 1 == epoch_steps) {
