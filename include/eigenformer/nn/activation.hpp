@@ -47,63 +47,14 @@ inline ActivationKind activation_kind(std::string_view name) {
 namespace functional {
 
 namespace detail {
-template <floating_element T>
-T gelu_erf(T x) {
-  const T alpha = static_cast<T>(std::numbers::sqrt2 / 2);  // 1/sqrt(2)
-  return x * T(0.5) * (T(1) + std::erf(x * alpha));
-}
-template <floating_element T>
-T gelu_erf_grad(T x) {
-  const T alpha = static_cast<T>(std::numbers::sqrt2 / 2);
-  const T beta = static_cast<T>(std::numbers::inv_sqrtpi * std::numbers::sqrt2 / 2);  // 1/sqrt(2 pi)
-  const T cdf = T(0.5) * (T(1) + std::erf(x * alpha));
-  const T pdf = std::exp(T(-0.5) * x * x) * beta;
-  return cdf + x * pdf;
-}
-template <floating_element T>
-T gelu_tanh(T x) {
-  const T beta = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
-  const T kappa = T(0.044715);
-  const T inner = beta * (x + kappa * x * x * x);
-  return T(0.5) * x * (T(1) + std::tanh(inner));
-}
-template <floating_element T>
-T gelu_tanh_grad(T x) {
-  const T beta = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-  const T kappa = T(0.044715);
-  const T x_sq = x * x;
-  const T t = std::tanh(beta * (x + kappa * x_sq * x));
-  const T sech2 = T(1) - t * t;
-  // Where tanh has saturated the second term is 0 (PyTorch gives 0 * inf = NaN once x^2 overflows).
-  const T right = sech2 == T(0) ? T(0) : T(0.5) * x * sech2 * beta * (T(1) + T(3) * kappa * x_sq);
-  return T(0.5) * (T(1) + t) + right;
-}
-template <floating_element T>
-T relu(T x) {
-  return (x > T(0) || x != x) ? x : T(0);  // NaN propagates, as torch.relu
-}
-template <floating_element T>
-T relu_grad(T x) {
-  return x > T(0) ? T(1) : T(0);  // threshold_backward: the subgradient at 0 is 0
-}
-
-template <floating_element T>
-T activate(ActivationKind k, T x) {
+// The backend's element-wise kernel for a kind (the gemm epilogue uses the same one).
+inline backend::Activation backend_activation(ActivationKind k) {
   switch (k) {
-    case ActivationKind::relu: return relu(x);
-    case ActivationKind::gelu: return gelu_erf(x);
-    case ActivationKind::gelu_tanh: return gelu_tanh(x);
+    case ActivationKind::relu: return backend::Activation::relu;
+    case ActivationKind::gelu: return backend::Activation::gelu_erf;
+    case ActivationKind::gelu_tanh: return backend::Activation::gelu_tanh;
   }
-  return x;
-}
-template <floating_element T>
-T activate_grad(ActivationKind k, T x) {
-  switch (k) {
-    case ActivationKind::relu: return relu_grad(x);
-    case ActivationKind::gelu: return gelu_erf_grad(x);
-    case ActivationKind::gelu_tanh: return gelu_tanh_grad(x);
-  }
-  return T(1);
+  return backend::Activation::none;
 }
 }  // namespace detail
 
@@ -117,9 +68,9 @@ Tensor<T, R> activation(const Tensor<T, R>& x, ActivationKind kind) {
   auto y = Tensor<T, R>::empty(x.shape());
   const T* in = xc.data();
   T* out = y.data();
-  backend::parallel_for(x.numel(), elementwise_grain, [&](index_t begin, index_t end) {
-    for (index_t i = begin; i < end; ++i) out[i] = detail::activate(kind, in[i]);
-  });
+  const auto act = detail::backend_activation(kind);
+  backend::parallel_for(x.numel(), elementwise_grain,
+                        [&](index_t begin, index_t end) { backend::activate(in + begin, out + begin, end - begin, act); });
   return y;
 }
 
@@ -133,8 +84,9 @@ Tensor<T, R> activation_backward(const Tensor<T, R>& grad_output, const Tensor<T
   const T* g = gc.data();
   const T* in = xc.data();
   T* out = dx.data();
+  const auto act = detail::backend_activation(kind);
   backend::parallel_for(x.numel(), elementwise_grain, [&](index_t begin, index_t end) {
-    for (index_t i = begin; i < end; ++i) out[i] = g[i] * detail::activate_grad(kind, in[i]);
+    backend::activate_backward(g + begin, in + begin, out + begin, end - begin, act);
   });
   return dx;
 }
@@ -159,14 +111,7 @@ Tensor<T, R> softmax_backward(const Tensor<T, R>& grad_output, const Tensor<T, R
 
 // The same activation as a gemm epilogue (backend::Epilogue), which applies the layer's own expression, so a
 // fused dense + activation gives the bits of the two layers run one after the other.
-inline backend::Activation epilogue_activation(ActivationKind k) {
-  switch (k) {
-    case ActivationKind::relu: return backend::Activation::relu;
-    case ActivationKind::gelu: return backend::Activation::gelu_erf;
-    case ActivationKind::gelu_tanh: return backend::Activation::gelu_tanh;
-  }
-  return backend::Activation::none;
-}
+inline backend::Activation epilogue_activation(ActivationKind k) { return functional::detail::backend_activation(k); }
 
 // An element-wise activation by kind or by Hugging Face name: Activation<float>("gelu_new").
 // A recording forward saves the input; backward returns grad_output * f'(x).
