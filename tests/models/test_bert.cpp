@@ -285,6 +285,15 @@ TEST_CASE("BERT: bad input and bad configs name what is wrong") {
   // Backward without a recording forward.
   models::BertForMaskedLM<float> mlm(cfg);
   CHECK_THROWS_AS(mlm.backward(ef::zeros<float>(ef::Shape<3>{1, 2, 11})), std::logic_error);
+  // A pooler gradient for a model without a pooler, and no gradient at all.
+  auto no_pool = cfg;
+  no_pool.add_pooling_layer = false;
+  models::BertModel<float> bare(no_pool);
+  bare.forward(ids_batch());
+  CHECK_THROWS_WITH_AS(bare.backward(ef::zeros<float>(ef::Shape<3>{2, 6, 6}), ef::zeros<float>(ef::Shape<2>{2, 6})),
+                       doctest::Contains("grad_pooler_output given but the model has no pooler"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(bare.backward(ef::Tensor<float, 3>{}), doctest::Contains("no gradient given"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("BERT: inference gives the same bits on 1 and 2 threads, and training forwards match eval without dropout") {

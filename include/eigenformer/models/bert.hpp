@@ -543,20 +543,19 @@ class BertModel : public nn::Module<T> {
   // Accumulates every gradient from dL/d(last_hidden_state) and, with a pooler, dL/d(pooler_output) (either
   // may be omitted: an empty tensor counts as zeros).
   void backward(const Tensor<T, 3>& grad_last_hidden_state, const Tensor<T, 2>& grad_pooler_output = Tensor<T, 2>{}) {
+    if (!pooler && grad_pooler_output.numel() != 0)
+      throw std::invalid_argument("BertModel.backward: grad_pooler_output given but the model has no pooler "
+                                  "(add_pooling_layer is false)");
     Tensor<T, 3> g = grad_last_hidden_state;
-    if (pooler) {
-      if (grad_pooler_output.numel() == 0) {
-        // The pooler saved a context: consume it, its gradient being zero.
-        const auto d = pooler->backward(zeros<T>(Shape<2>{saved_batch(grad_last_hidden_state), config_.hidden_size}));
-        g = g.numel() == 0 ? d : g + d;
-      } else {
-        const auto d = pooler->backward(grad_pooler_output);
-        g = g.numel() == 0 ? d : g + d;
-      }
+    // Without a pooler gradient the pooler contributes nothing; what its recording forward saved is simply
+    // replaced by the next one.
+    if (pooler && grad_pooler_output.numel() != 0) {
+      const auto d = pooler->backward(grad_pooler_output);
+      g = g.numel() == 0 ? d : g + d;
     }
     if (g.numel() == 0)
-      throw std::invalid_argument("BertModel.backward: no gradient given (grad_last_hidden_state is empty and the "
-                                  "model has no pooler)");
+      throw std::invalid_argument("BertModel.backward: no gradient given (grad_last_hidden_state and "
+                                  "grad_pooler_output are both empty)");
     embeddings.backward(encoder.backward(g));
   }
 
@@ -572,17 +571,22 @@ class BertModel : public nn::Module<T> {
       throw std::out_of_range(std::string(op) + ": sequence length " + std::to_string(t) +
                               " exceeds max_position_embeddings " + std::to_string(config_.max_position_embeddings) +
                               " (the number of learned positions)");
-    check_range(op, "input_ids", ids, config_.vocab_size, "vocab_size");
+    check_range(op, "input_ids", "token id", ids, config_.vocab_size, "vocab_size");
     if (token_type_ids) {
       check_shape(op, "token_type_ids", *token_type_ids, ids);
-      check_range(op, "token_type_ids", *token_type_ids, config_.type_vocab_size, "type_vocab_size");
+      check_range(op, "token_type_ids", "token type", *token_type_ids, config_.type_vocab_size, "type_vocab_size");
     }
     if (attention_mask) {
       check_shape(op, "attention_mask", *attention_mask, ids);
-      check_range(op, "attention_mask", *attention_mask, 2, "a mask (1 = token, 0 = padding)");
       for (index_t i = 0; i < b; ++i) {
         bool any = false;
-        for (index_t j = 0; j < t && !any; ++j) any = (*attention_mask)(i, j) != 0;
+        for (index_t j = 0; j < t; ++j) {
+          const std::int64_t v = (*attention_mask)(i, j);
+          if (v != 0 && v != 1)
+            throw std::out_of_range(std::string(op) + ": attention_mask[" + std::to_string(i) + ", " +
+                                    std::to_string(j) + "] is " + std::to_string(v) + "; a mask holds 1 (token) or 0 (padding)");
+          any = any || v != 0;
+        }
         if (!any)
           throw std::invalid_argument(std::string(op) + ": attention_mask row " + std::to_string(i) +
                                       " is all padding; every sequence needs at least one token");
@@ -597,25 +601,17 @@ class BertModel : public nn::Module<T> {
       throw shape_error(std::string(op) + ": " + what + " " + shape_string(x.shape()) + " and input_ids " +
                         shape_string(ids.shape()) + " differ in shape");
   }
-  static void check_range(const char* op, const char* what, const Tensor<std::int64_t, 2>& x, index_t limit,
-                          const char* limit_name) {
+  // `noun` names one value of `what` in the message: "token id 30522 at input_ids[0, 3] is out of range ...".
+  static void check_range(const char* op, const char* what, const char* noun, const Tensor<std::int64_t, 2>& x,
+                          index_t limit, const char* limit_name) {
     for (index_t i = 0; i < x.shape()[0]; ++i)
       for (index_t j = 0; j < x.shape()[1]; ++j) {
         const std::int64_t v = x(i, j);
-        if (v < 0 || v >= limit) {
-          if (std::string(what) == "attention_mask")
-            throw std::out_of_range(std::string(op) + ": attention_mask[" + std::to_string(i) + ", " +
-                                    std::to_string(j) + "] is " + std::to_string(v) + "; a mask holds 1 (token) or 0 (padding)");
-          throw std::out_of_range(std::string(op) + ": " + (std::string(what) == "input_ids" ? "token id " : "token type ") +
-                                  std::to_string(v) + " at " + what + "[" + std::to_string(i) + ", " + std::to_string(j) +
-                                  "] is out of range for " + limit_name + " " + std::to_string(limit) + " (valid: 0 to " +
-                                  std::to_string(limit - 1) + ")");
-        }
+        if (v < 0 || v >= limit)
+          throw std::out_of_range(std::string(op) + ": " + noun + " " + std::to_string(v) + " at " + what + "[" +
+                                  std::to_string(i) + ", " + std::to_string(j) + "] is out of range for " + limit_name +
+                                  " " + std::to_string(limit) + " (valid: 0 to " + std::to_string(limit - 1) + ")");
       }
-  }
-  index_t saved_batch(const Tensor<T, 3>& g) const {
-    if (g.numel() != 0) return g.shape()[0];
-    throw std::invalid_argument("BertModel.backward: no gradient given (both gradients are empty)");
   }
 
   BertConfig config_;
