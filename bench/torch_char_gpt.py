@@ -10,6 +10,11 @@ transformers (not installed) and no torch.compile (nanoGPT's CPU recipe sets --c
 Prints iterations/s over --iters timed steps after --warmup-iters untimed ones:
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(/work/shared/tools/openblas-env.sh) \\
         /usr/bin/python3 bench/torch_char_gpt.py --threads 1
+
+With --train, it is instead nanoGPT's whole run for the loss that PyTorch reaches with this configuration:
+--iters steps (default 2000) on nanoGPT's schedule (warm-up 100, cosine from 1e-3 to 1e-4 at --iters), then
+`val loss X.XXXX`, the mean over --eval-iters random validation batches (nanoGPT's estimate_loss):
+    /usr/bin/python3 bench/torch_char_gpt.py --train --seed 1337 [--gelu exact]
 """
 import argparse
 import math
@@ -24,8 +29,8 @@ import torch.nn.functional as F
 class CausalSelfAttention(nn.Module):
     def __init__(self, c, nh, block):
         super().__init__()
-        self.c_attn = nn.Linear(c, 3 * c)
-        self.c_proj = nn.Linear(c, c)
+        self.c_attn = nn.Linear(c, 3 * c, bias=BIAS)
+        self.c_proj = nn.Linear(c, c, bias=BIAS)
         self.nh = nh
         self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
         self.flash = hasattr(F, "scaled_dot_product_attention")
@@ -43,18 +48,29 @@ class CausalSelfAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
+GELU_APPROXIMATE = "tanh"  # --gelu exact: nanoGPT's own nn.GELU()
+BIAS = True  # --no-bias: nanoGPT's default bias=False, in the Linear layers and the LayerNorms
+
+
+def layer_norm(c):
+    ln = nn.LayerNorm(c)
+    if not BIAS:
+        ln.bias = None
+    return ln
+
+
 class Block(nn.Module):
     def __init__(self, c, nh, block):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(c)
+        self.ln_1 = layer_norm(c)
         self.attn = CausalSelfAttention(c, nh, block)
-        self.ln_2 = nn.LayerNorm(c)
-        self.c_fc = nn.Linear(c, 4 * c)
-        self.c_proj = nn.Linear(4 * c, c)
+        self.ln_2 = layer_norm(c)
+        self.c_fc = nn.Linear(c, 4 * c, bias=BIAS)
+        self.c_proj = nn.Linear(4 * c, c, bias=BIAS)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
-        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate=GELU_APPROXIMATE))
 
 
 class GPT(nn.Module):
@@ -63,13 +79,13 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(vocab, c)
         self.wpe = nn.Embedding(block, c)
         self.h = nn.ModuleList(Block(c, nh, block) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(c)
+        self.ln_f = layer_norm(c)
         self.lm_head = nn.Linear(c, vocab, bias=False)
         self.wte.weight = self.lm_head.weight
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02)
-            elif name.endswith("bias"):
+            elif name.endswith("bias") and p is not None:
                 nn.init.zeros_(p)
 
     def forward(self, idx, targets):
@@ -84,7 +100,12 @@ class GPT(nn.Module):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--iters", type=int, default=100, help="timed iterations")
+    ap.add_argument("--iters", type=int, default=None, help="timed iterations (100), or training steps with --train (2000)")
+    ap.add_argument("--train", action="store_true", help="nanoGPT's full run, ending with the validation loss")
+    ap.add_argument("--eval-iters", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--gelu", choices=["tanh", "exact"], default="tanh")
+    ap.add_argument("--no-bias", action="store_true", help="Linear layers without biases, as nanoGPT's default")
     ap.add_argument("--warmup-iters", type=int, default=10)
     ap.add_argument("--data", default=os.path.join(os.environ.get("EIGENFORMER_DATA_DIR", "../shared/data"),
                                                    "tinyshakespeare", "input.txt"))
@@ -95,18 +116,27 @@ def main():
     ap.add_argument("--batch-size", type=int, default=12)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(1337)
+    if args.iters is None:
+        args.iters = 2000 if args.train else 100
+    global GELU_APPROXIMATE, BIAS
+    BIAS = not args.no_bias
+    GELU_APPROXIMATE = "none" if args.gelu == "exact" else "tanh"
+    torch.manual_seed(args.seed)
 
     with open(args.data, encoding="utf-8") as f:
         text = f.read()
     chars = sorted(set(text))
     stoi = {ch: i for i, ch in enumerate(chars)}
-    data = torch.tensor([stoi[ch] for ch in text[: int(len(text) * 0.9)]], dtype=torch.long)
+    encoded = [stoi[ch] for ch in text]
+    split = int(len(text) * 0.9)
+    data = torch.tensor(encoded[:split], dtype=torch.long)
+    val_data = torch.tensor(encoded[split:], dtype=torch.long)
 
-    def get_batch():
-        ix = torch.randint(len(data) - args.block_size, (args.batch_size,))
-        x = torch.stack([data[i:i + args.block_size] for i in ix])
-        y = torch.stack([data[i + 1:i + 1 + args.block_size] for i in ix])
+    def get_batch(source=None):
+        source = data if source is None else source
+        ix = torch.randint(len(source) - args.block_size, (args.batch_size,))
+        x = torch.stack([source[i:i + args.block_size] for i in ix])
+        y = torch.stack([source[i + 1:i + 1 + args.block_size] for i in ix])
         return x, y
 
     model = GPT(len(chars), args.block_size, args.n_layer, args.n_head, args.n_embd)
@@ -123,6 +153,28 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.item()
+
+    if args.train:
+        def lr_at(it, lr=1e-3, min_lr=1e-4, warmup=100, decay=args.iters):
+            if it < warmup:
+                return lr * (it + 1) / (warmup + 1)
+            ratio = (it - warmup) / (decay - warmup)
+            return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+        t0 = time.perf_counter()
+        for it in range(args.iters):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(it)
+            loss = step()
+            if it % 250 == 0:
+                print(f"step {it}: loss {loss:.4f}", flush=True)
+        dt = time.perf_counter() - t0
+        model.eval()
+        with torch.no_grad():
+            val = sum(model(*get_batch(val_data)).item() for _ in range(args.eval_iters)) / args.eval_iters
+        print(f"torch {torch.__version__} seed {args.seed} gelu {args.gelu}: {args.iters} steps in {dt:.0f} s", flush=True)
+        print(f"val loss {val:.4f}")
+        return
 
     for _ in range(args.warmup_iters):
         step()
