@@ -446,16 +446,22 @@ int run_training(const Options& o) {
   r.labels = default_labels(num_labels);
   for (const auto* s : {&train_set, &dev_set, &test_set}) check_labels(*s, num_labels, data_dir.string());
 
-  auto params = model.named_parameters();
-  ef::train::AdamWOptions ao{.lr = r.lr, .weight_decay = r.weight_decay};
-  auto opt = r.decay_all ? ef::train::AdamW<float>(params, ao)
-                         : ef::train::AdamW<float>(params, ao, ef::train::decays_by_default<float>);
-  tokenizers::DataLoader loader(train_set.size(), {.batch_size = static_cast<std::size_t>(r.batch_size), .shuffle = true});
-  const std::int64_t steps_per_epoch = static_cast<std::int64_t>(loader.num_batches());
-  std::int64_t total_steps = steps_per_epoch * r.epochs;
-  if (o.max_steps >= 0) total_steps = std::min(total_steps, o.max_steps);
-  const std::int64_t warmup = static_cast<std::int64_t>(std::llround(r.warmup_ratio * static_cast<double>(total_steps)));
   const std::size_t pad_to = r.pad_to_max_length ? static_cast<std::size_t>(r.max_length) : 0;
+  train::ClassifierTrainer<float> trainer(model, train_set, enc.pad,
+                                          {.batch_size = static_cast<std::size_t>(r.batch_size),
+                                           .epochs = r.epochs,
+                                           .max_steps = o.max_steps,
+                                           .lr = r.lr,
+                                           .weight_decay = r.weight_decay,
+                                           .decay_all = r.decay_all,
+                                           .warmup_ratio = r.warmup_ratio,
+                                           .schedule = r.schedule,
+                                           .clip = r.clip,
+                                           .length_buckets = r.length_buckets,
+                                           .pad_to = pad_to});
+  auto& params = trainer.parameters();
+  const std::int64_t steps_per_epoch = trainer.steps_per_epoch(), total_steps = trainer.total_steps(),
+                     warmup = trainer.warmup_steps();
 
   std::size_t n_params = 0;
   for (const auto& p : params) n_params += static_cast<std::size_t>(p.data.numel());
@@ -486,10 +492,7 @@ int run_training(const Options& o) {
   const auto train_start = Clock::now();
   double train_seconds = 0;  // optimisation only, without the dev evaluations
   for (std::int64_t epoch = 1; epoch <= r.epochs && step < total_steps; ++epoch) {
-    const auto batches = r.length_buckets ? train::length_bucketed(loader.epoch(), train_set,
-                                                                   static_cast<std::size_t>(r.batch_size), 50,
-                                                                   ef::default_generator())
-                                          : loader.epoch();
+    const auto batches = trainer.epoch_batches();
     const std::int64_t epoch_steps = std::min<std::int64_t>(static_cast<std::int64_t>(batches.size()), total_steps - step);
     double loss_sum = 0;
     std::int64_t correct = 0, seen = 0;
@@ -497,11 +500,8 @@ int run_training(const Options& o) {
     auto last_draw = epoch_start - std::chrono::seconds(1);
     const std::int64_t every = std::max<std::int64_t>(1, epoch_steps / 10);
     for (std::int64_t k = 0; k < epoch_steps; ++k, ++step) {
-      const auto batch = train::make_batch(train_set, batches[static_cast<std::size_t>(k)], enc.pad, pad_to);
-      const double mult = r.schedule == "constant" ? ef::train::constant_with_warmup(step, warmup)
-                                                   : ef::train::linear_with_warmup(step, warmup, total_steps);
-      const double lr = r.lr * mult;
-      const auto s = train::train_step(model, opt, params, batch, lr, r.clip);
+      const auto s = trainer.step(batches[static_cast<std::size_t>(k)]);
+      const double lr = s.lr;
       loss_sum += s.loss * static_cast<double>(s.count);
       correct += s.correct;
       seen += s.count;
