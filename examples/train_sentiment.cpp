@@ -8,6 +8,7 @@
 //   train_sentiment --load sst2-model --eval
 //   train_sentiment --recipe seed --max-steps 20       # the seed's configuration (GPT-2 ids, pre-LN, 256 wide)
 //   train_sentiment --init DIR                        # fine-tune a Hugging Face BERT checkpoint
+//   train_sentiment --recipe seed --dump-ids ids.txt  # the token ids for tools/reference/train_sentiment_twin.py
 //
 // Data: --data DIR holds train.txt, dev.txt and test.txt, one "LABEL<space>sentence" a line (default
 // $EIGENFORMER_DATA_DIR/sst2). Empty or malformed lines stop the run naming file and line; bytes that are not
@@ -25,6 +26,10 @@
 //            3e-4 constant (torch's defaults: weight decay 0.01 on every parameter), no clipping, batch 16,
 //            100 epochs. Not the seed's: Hugging Face's N(0, 0.02) initialisation instead of PyTorch's
 //            defaults, and no dropout inside the feed-forward (BERT has none there).
+//
+// --dump-ids FILE (not in --help: a tool for the PyTorch twin) writes the recipe's token ids of every split
+// and stops: a line "pad P vocab V", then per sentence "split label id id ...", split train, dev or test, the
+// ids with [CLS] and [SEP] and without padding, in file order. The twin reads them instead of tokenizing.
 //
 // Exit status: 0 success, 2 bad flags (one line on stderr), 1 any other error (one line on stderr).
 #include <algorithm>
@@ -136,7 +141,7 @@ struct Recipe {
 
 struct Options {
   std::string recipe = "default";
-  std::optional<std::string> data, vocab, init, log, save, load;
+  std::optional<std::string> data, vocab, init, log, save, load, dump_ids;
   std::optional<std::int64_t> epochs, batch_size, max_length, layers, hidden, heads, ff;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, dropout, warmup_ratio, weight_decay, clip;
@@ -188,6 +193,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--init") o.init = value();
     else if (a == "--log") o.log = value();
     else if (a == "--save") o.save = value();
+    else if (a == "--dump-ids") o.dump_ids = value();
     else if (a == "--load") o.load = value();
     else if (a == "--epochs") o.epochs = parse_int(a, value(), 1);
     else if (a == "--batch-size") o.batch_size = parse_int(a, value(), 1);
@@ -405,6 +411,21 @@ int run_training(const Options& o) {
   for (const auto* s : {&train_set, &dev_set, &test_set})
     for (const auto& e : *s) num_labels = std::max(num_labels, e.label + 1);
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (o.dump_ids) {
+    std::ofstream out(*o.dump_ids, std::ios::binary);
+    if (!out) throw std::runtime_error(*o.dump_ids + ": cannot open the file for writing");
+    out << "pad " << enc.pad << " vocab " << enc.vocab_size << "\n";
+    for (const auto& [name, set] : {std::pair{"train", &train_set}, std::pair{"dev", &dev_set}, std::pair{"test", &test_set}})
+      for (const auto& e : *set) {
+        out << name << ' ' << e.label;
+        for (const auto id : e.ids) out << ' ' << id;
+        out << '\n';
+      }
+    if (!out.flush()) throw std::runtime_error(*o.dump_ids + ": cannot write the file");
+    std::fprintf(stderr, "train_sentiment: wrote the token ids of %zu sentences to %s\n",
+                 train_set.size() + dev_set.size() + test_set.size(), o.dump_ids->c_str());
+    return 0;
+  }
 
   // Model.
   ef::manual_seed(r.seed);
