@@ -40,8 +40,9 @@ over a 120-token vocabulary; labels from a rule over sentiment words and negatio
 default recipe's optimisation (post-LN, eps 1e-12, length buckets, AdamW 1e-3 with 10 % linear warm-up and
 decay, decay on matrices, clip 1) and with the seed recipe's (pre-LN, eps 1e-5, padded to max length, AdamW
 3e-4 constant, decay on everything, no clipping). Writes OUT/vocab.txt, OUT/train.txt ("LABEL sentence" lines,
-the example's data format) and OUT/twin.json (fixture_io's envelope; see tools/reference/README.md). Run with
-ATEN_CPU_CAPABILITY=default and one thread, so every run writes the same bytes.
+the example's data format) and OUT/twin.json (fixture_io's envelope; see tools/reference/README.md). Runs with
+ATEN_CPU_CAPABILITY=default, OPENBLAS_CORETYPE=Prescott and one thread (set by the script itself), so every
+run writes the same bytes.
 
 --ids FILE (the full SST-2 run): token ids as `train_sentiment --dump-ids FILE` writes them (first line
 "pad P vocab V", then "split label id id ..." per sentence, split train / dev / test). The twin reads ids
@@ -59,8 +60,14 @@ import sys
 FIXTURE_MODE = "--fixture" in sys.argv
 _saved_capability = os.environ.get("ATEN_CPU_CAPABILITY")
 if FIXTURE_MODE:
+    # The last bits of every loss depend on the kernels: ATen's scalar ones, OpenBLAS's generic SSE3 GEMM
+    # (what it picks by itself on this project's Xeons; SkylakeX's moves the losses by an ulp) and one
+    # thread make the fixture's bytes independent of the x86-64 machine. Set before torch loads OpenBLAS.
     os.environ["ATEN_CPU_CAPABILITY"] = "default"
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ["OPENBLAS_CORETYPE"] = "Prescott"
+    os.environ.pop("OPENBLAS_L2_SIZE", None)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import json  # noqa: E402
 import random  # noqa: E402
