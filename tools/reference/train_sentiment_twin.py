@@ -49,7 +49,8 @@ run writes the same bytes.
 rather than tokenizing because neither of our tokenizers (GPT-2 byte-level BPE for --recipe seed, WordPiece
 for the default recipe) exists in this Python without transformers; tokenization has its own reference tests.
 Prints per-epoch dev accuracy as the example does, "test accuracy: 0.XXXX" for the best-dev epoch's weights,
-and the median milliseconds per step. For speed runs: torch.set_num_threads(--threads), and the native CPU
+and the median milliseconds per step (--log FILE.csv: every step's loss, lr, gradient norm and time, to set
+beside train_sentiment --log's). For speed runs: torch.set_num_threads(--threads), and the native CPU
 kernels (ATEN_CPU_CAPABILITY is not set in this mode).
 """
 
@@ -367,6 +368,9 @@ def full_run(args):
           % (args.recipe, n_params, len(train), len(dev), len(test), torch.get_num_threads(), t.total,
              t.steps_per_epoch), file=sys.stderr)
     best, best_dev, best_epoch, times = None, -1.0, 0, []
+    log = open(args.log, "w", encoding="ascii") if args.log else None
+    if log:
+        log.write("step,loss,lr,grad_norm,ms\n")
     epoch = 0
     while epoch < r["epochs"] and t.step_count < t.total:
         epoch += 1
@@ -376,8 +380,10 @@ def full_run(args):
         start = time.perf_counter()
         for k, b in enumerate(bs[:n]):
             s0 = time.perf_counter()
-            loss, c, _, _ = t.step(b)
+            loss, c, norm, lr = t.step(b)
             times.append(time.perf_counter() - s0)
+            if log:
+                log.write("%d,%.9g,%.9g,%.9g,%.3f\n" % (t.step_count, float(loss), lr, norm, 1000 * times[-1]))
             loss_sum += float(loss) * len(b)
             correct += c
             seen += len(b)
@@ -414,6 +420,7 @@ def main(argv=None):
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--log", metavar="FILE.csv", help="one line per step: step, loss, lr, gradient norm, ms")
     args = ap.parse_args(argv)
     return fixture(args.fixture) if args.fixture else full_run(args)
 
