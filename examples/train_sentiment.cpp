@@ -8,6 +8,7 @@
 //   train_sentiment --load sst2-model --eval
 //   train_sentiment --recipe seed --max-steps 20       # the seed's configuration (GPT-2 ids, pre-LN, 256 wide)
 //   train_sentiment --init DIR                        # fine-tune a Hugging Face BERT checkpoint
+//   train_sentiment --recipe seed --dump-ids ids.txt  # the token ids for tools/reference/train_sentiment_twin.py
 //
 // Data: --data DIR holds train.txt, dev.txt and test.txt, one "LABEL<space>sentence" a line (default
 // $EIGENFORMER_DATA_DIR/sst2). Empty or malformed lines stop the run naming file and line; bytes that are not
@@ -25,6 +26,10 @@
 //            3e-4 constant (torch's defaults: weight decay 0.01 on every parameter), no clipping, batch 16,
 //            100 epochs. Not the seed's: Hugging Face's N(0, 0.02) initialisation instead of PyTorch's
 //            defaults, and no dropout inside the feed-forward (BERT has none there).
+//
+// --dump-ids FILE (not in --help: a tool for the PyTorch twin) writes the recipe's token ids of every split
+// and stops: a line "pad P vocab V", then per sentence "split label id id ...", split train, dev or test, the
+// ids with [CLS] and [SEP] and without padding, in file order. The twin reads them instead of tokenizing.
 //
 // Exit status: 0 success, 2 bad flags (one line on stderr), 1 any other error (one line on stderr).
 #include <algorithm>
@@ -136,7 +141,7 @@ struct Recipe {
 
 struct Options {
   std::string recipe = "default";
-  std::optional<std::string> data, vocab, init, log, save, load;
+  std::optional<std::string> data, vocab, init, log, save, load, dump_ids;
   std::optional<std::int64_t> epochs, batch_size, max_length, layers, hidden, heads, ff;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, dropout, warmup_ratio, weight_decay, clip;
@@ -188,6 +193,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--init") o.init = value();
     else if (a == "--log") o.log = value();
     else if (a == "--save") o.save = value();
+    else if (a == "--dump-ids") o.dump_ids = value();
     else if (a == "--load") o.load = value();
     else if (a == "--epochs") o.epochs = parse_int(a, value(), 1);
     else if (a == "--batch-size") o.batch_size = parse_int(a, value(), 1);
@@ -405,6 +411,21 @@ int run_training(const Options& o) {
   for (const auto* s : {&train_set, &dev_set, &test_set})
     for (const auto& e : *s) num_labels = std::max(num_labels, e.label + 1);
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (o.dump_ids) {
+    std::ofstream out(*o.dump_ids, std::ios::binary);
+    if (!out) throw std::runtime_error(*o.dump_ids + ": cannot open the file for writing");
+    out << "pad " << enc.pad << " vocab " << enc.vocab_size << "\n";
+    for (const auto& [name, set] : {std::pair{"train", &train_set}, std::pair{"dev", &dev_set}, std::pair{"test", &test_set}})
+      for (const auto& e : *set) {
+        out << name << ' ' << e.label;
+        for (const auto id : e.ids) out << ' ' << id;
+        out << '\n';
+      }
+    if (!out.flush()) throw std::runtime_error(*o.dump_ids + ": cannot write the file");
+    std::fprintf(stderr, "train_sentiment: wrote the token ids of %zu sentences to %s\n",
+                 train_set.size() + dev_set.size() + test_set.size(), o.dump_ids->c_str());
+    return 0;
+  }
 
   // Model.
   ef::manual_seed(r.seed);
@@ -446,16 +467,22 @@ int run_training(const Options& o) {
   r.labels = default_labels(num_labels);
   for (const auto* s : {&train_set, &dev_set, &test_set}) check_labels(*s, num_labels, data_dir.string());
 
-  auto params = model.named_parameters();
-  ef::train::AdamWOptions ao{.lr = r.lr, .weight_decay = r.weight_decay};
-  auto opt = r.decay_all ? ef::train::AdamW<float>(params, ao)
-                         : ef::train::AdamW<float>(params, ao, ef::train::decays_by_default<float>);
-  tokenizers::DataLoader loader(train_set.size(), {.batch_size = static_cast<std::size_t>(r.batch_size), .shuffle = true});
-  const std::int64_t steps_per_epoch = static_cast<std::int64_t>(loader.num_batches());
-  std::int64_t total_steps = steps_per_epoch * r.epochs;
-  if (o.max_steps >= 0) total_steps = std::min(total_steps, o.max_steps);
-  const std::int64_t warmup = static_cast<std::int64_t>(std::llround(r.warmup_ratio * static_cast<double>(total_steps)));
   const std::size_t pad_to = r.pad_to_max_length ? static_cast<std::size_t>(r.max_length) : 0;
+  train::ClassifierTrainer<float> trainer(model, train_set, enc.pad,
+                                          {.batch_size = static_cast<std::size_t>(r.batch_size),
+                                           .epochs = r.epochs,
+                                           .max_steps = o.max_steps,
+                                           .lr = r.lr,
+                                           .weight_decay = r.weight_decay,
+                                           .decay_all = r.decay_all,
+                                           .warmup_ratio = r.warmup_ratio,
+                                           .schedule = r.schedule,
+                                           .clip = r.clip,
+                                           .length_buckets = r.length_buckets,
+                                           .pad_to = pad_to});
+  auto& params = trainer.parameters();
+  const std::int64_t steps_per_epoch = trainer.steps_per_epoch(), total_steps = trainer.total_steps(),
+                     warmup = trainer.warmup_steps();
 
   std::size_t n_params = 0;
   for (const auto& p : params) n_params += static_cast<std::size_t>(p.data.numel());
@@ -486,10 +513,7 @@ int run_training(const Options& o) {
   const auto train_start = Clock::now();
   double train_seconds = 0;  // optimisation only, without the dev evaluations
   for (std::int64_t epoch = 1; epoch <= r.epochs && step < total_steps; ++epoch) {
-    const auto batches = r.length_buckets ? train::length_bucketed(loader.epoch(), train_set,
-                                                                   static_cast<std::size_t>(r.batch_size), 50,
-                                                                   ef::default_generator())
-                                          : loader.epoch();
+    const auto batches = trainer.epoch_batches();
     const std::int64_t epoch_steps = std::min<std::int64_t>(static_cast<std::int64_t>(batches.size()), total_steps - step);
     double loss_sum = 0;
     std::int64_t correct = 0, seen = 0;
@@ -497,11 +521,8 @@ int run_training(const Options& o) {
     auto last_draw = epoch_start - std::chrono::seconds(1);
     const std::int64_t every = std::max<std::int64_t>(1, epoch_steps / 10);
     for (std::int64_t k = 0; k < epoch_steps; ++k, ++step) {
-      const auto batch = train::make_batch(train_set, batches[static_cast<std::size_t>(k)], enc.pad, pad_to);
-      const double mult = r.schedule == "constant" ? ef::train::constant_with_warmup(step, warmup)
-                                                   : ef::train::linear_with_warmup(step, warmup, total_steps);
-      const double lr = r.lr * mult;
-      const auto s = train::train_step(model, opt, params, batch, lr, r.clip);
+      const auto s = trainer.step(batches[static_cast<std::size_t>(k)]);
+      const double lr = s.lr;
       loss_sum += s.loss * static_cast<double>(s.count);
       correct += s.correct;
       seen += s.count;

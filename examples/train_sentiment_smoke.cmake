@@ -1,7 +1,8 @@
 # ctest "train_sentiment_cli": the train_sentiment command line on a tiny data set written here and the
 # 60-token vocabulary of tests/data/bert_tiny_mlm_hf: a 3-step run of a 1-layer model prints the test
 # report and saves; --load --predict prints label<TAB>probability per text and --load --eval the same test
-# accuracy; bad flags exit 2 and bad data (an empty line, named by file and line) exit 1, one line on stderr.
+# accuracy; --dump-ids writes the ids and stops; bad flags exit 2 and bad data (an empty line, named by file
+# and line) exit 1, one line on stderr.
 #
 #   cmake -DEXE=<train_sentiment> -DDATA=<tests/data> -DWORK_DIR=<scratch dir> -P train_sentiment_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -65,6 +66,19 @@ string(REGEX MATCH "test accuracy: [0-9.]+\n" _acc2 "${eval_out}")
 string(REGEX MATCH "test accuracy: [0-9.]+\n" _acc1 "${train_out}")
 if(NOT _acc1 STREQUAL _acc2)
   message(FATAL_ERROR "train_sentiment --load --eval: '${_acc2}' differs from the training run's '${_acc1}'")
+endif()
+
+# --dump-ids (for tools/reference/train_sentiment_twin.py): the header line, then every split's sentences as
+# ids with [CLS] (2) first and [SEP] (3) last, and no training.
+run(dump 0 --data "${WORK_DIR}/data" --vocab "${VOCAB}" --dump-ids "${WORK_DIR}/ids.txt")
+file(STRINGS "${WORK_DIR}/ids.txt" _ids)
+list(LENGTH _ids _id_rows)
+list(GET _ids 0 _head)
+list(GET _ids 1 _first)
+if(NOT _id_rows EQUAL 19 OR NOT _head STREQUAL "pad 0 vocab 60" OR NOT _first MATCHES "^train 1 2( [0-9]+)+ 3$"
+   OR NOT "${dump_out}" STREQUAL "")
+  message(FATAL_ERROR "train_sentiment --dump-ids: unexpected file (${_id_rows} lines, '${_head}', '${_first}')\n"
+                      "stdout: ${dump_out}")
 endif()
 
 fails(unknown 2 "unknown argument" --bogus)

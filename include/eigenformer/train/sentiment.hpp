@@ -7,6 +7,8 @@
 //   auto enc = train::encode_examples(train, [&](std::string_view s) { return ids_with_cls_sep(s); });
 //   auto batch = train::make_batch(enc, indices, pad_id);                 // padded to the longest row
 //   auto r = train::train_step(model, opt, params, batch, lr, 1.0);        // loss, correct, grad norm
+//   train::ClassifierTrainer trainer(model, enc, pad_id, {.batch_size = 32, .epochs = 2});  // or the whole loop
+//   for (const auto& b : trainer.epoch_batches()) trainer.step(b);
 //   auto pred = train::predict(model, enc_test, 64, pad_id);               // argmax + probabilities
 //   std::cout << train::classification_report(pred.labels, pred.predicted, {"negative", "positive"});
 //
@@ -41,7 +43,9 @@
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/random.hpp"
 #include "eigenformer/tensor.hpp"
+#include "eigenformer/tokenizers/pipeline.hpp"
 #include "eigenformer/train/optimizers.hpp"
+#include "eigenformer/train/schedules.hpp"
 
 namespace eigenformer::train {
 
@@ -232,6 +236,7 @@ inline std::vector<std::vector<std::int64_t>> length_bucketed(const std::vector<
 
 struct StepResult {
   double loss = 0;          // the batch's mean cross-entropy
+  double lr = 0;            // the learning rate of the step (set by ClassifierTrainer::step)
   index_t correct = 0;      // argmax == label, in training mode (dropout on)
   index_t count = 0;
   double grad_norm = 0;     // before clipping
@@ -261,6 +266,109 @@ StepResult train_step(models::BertForSequenceClassification<T>& model, AdamW<T>&
   opt.step();
   return r;
 }
+
+// How examples/train_sentiment.cpp trains: its recipes' optimisation fields.
+struct ClassifierTrainingOptions {
+  std::size_t batch_size = 32;
+  std::int64_t epochs = 2;
+  std::int64_t max_steps = -1;        // < 0: every step of every epoch; else at most this many in all
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  bool decay_all = false;             // weight decay on every parameter (torch's AdamW(model.parameters()));
+                                      // false: on matrices only (decays_by_default)
+  double warmup_ratio = 0.1;          // warm-up steps: round(ratio x total steps)
+  std::string schedule = "linear";    // linear (warm-up, then decay to 0) | constant (after the warm-up)
+  double clip = 1.0;                  // gradient-norm clipping; <= 0: none
+  bool length_buckets = true;         // batches of similar length (length_bucketed); false: the DataLoader's
+  std::size_t bucket_pool = 50;       // batches per length-sorted pool
+  std::size_t pad_to = 0;             // pad every batch to at least this length (the seed pads to MAX_LEN)
+};
+
+// The training loop of examples/train_sentiment.cpp without its printing, shared with the unit test that
+// replays it against PyTorch (tools/reference/train_sentiment_twin.py): AdamW, the shuffled (and
+// length-bucketed) batches of each epoch, the learning-rate schedule, and one step. Holds references to the
+// model and the data, which must outlive it.
+//
+// Randomness. Batches and dropout masks come from the default generator, as in PyTorch's loop after
+// torch.manual_seed: each epoch_batches() draws what iter(DataLoader(shuffle=True)) draws and then, with
+// length buckets, one randperm; each step's forward draws its dropout masks. Nothing else draws, so a seeded
+// run is reproducible and PyTorch's twin sees the same batches and masks.
+template <floating_element T>
+class ClassifierTrainer {
+ public:
+  ClassifierTrainer(models::BertForSequenceClassification<T>& model, const std::vector<EncodedExample>& data,
+                    std::int64_t pad_id, ClassifierTrainingOptions options)
+      : model_(&model),
+        data_(&data),
+        pad_id_(pad_id),
+        options_(checked(std::move(options))),
+        params_(model.named_parameters()),
+        optimizer_(make_optimizer(params_, options_)),
+        loader_(data.size(), {.batch_size = options_.batch_size, .shuffle = true}) {
+    steps_per_epoch_ = static_cast<std::int64_t>(loader_.num_batches());
+    total_steps_ = steps_per_epoch_ * options_.epochs;
+    if (options_.max_steps >= 0) total_steps_ = std::min(total_steps_, options_.max_steps);
+    warmup_steps_ = static_cast<std::int64_t>(std::llround(options_.warmup_ratio * static_cast<double>(total_steps_)));
+  }
+  ClassifierTrainer(const ClassifierTrainer&) = delete;
+  ClassifierTrainer& operator=(const ClassifierTrainer&) = delete;
+
+  const ClassifierTrainingOptions& options() const noexcept { return options_; }
+  ParameterList<T>& parameters() noexcept { return params_; }
+  AdamW<T>& optimizer() noexcept { return optimizer_; }
+  std::int64_t steps_per_epoch() const noexcept { return steps_per_epoch_; }
+  std::int64_t total_steps() const noexcept { return total_steps_; }
+  std::int64_t warmup_steps() const noexcept { return warmup_steps_; }
+  // Steps taken so far: the next step() is step number steps_taken() (0-based).
+  std::int64_t steps_taken() const noexcept { return step_; }
+  bool done() const noexcept { return step_ >= total_steps_; }
+
+  // The next epoch's batches (indices into the data), in training order.
+  std::vector<std::vector<std::int64_t>> epoch_batches() {
+    auto batches = loader_.epoch();
+    if (!options_.length_buckets) return batches;
+    return length_bucketed(batches, *data_, options_.batch_size, options_.bucket_pool, default_generator());
+  }
+
+  // The learning rate of step s: lr x the schedule's multiplier.
+  double lr_at(std::int64_t s) const {
+    const double mult = options_.schedule == "constant" ? constant_with_warmup(s, warmup_steps_)
+                                                        : linear_with_warmup(s, warmup_steps_, total_steps_);
+    return options_.lr * mult;
+  }
+
+  // One optimisation step on the rows `indices` (train_step at this step's learning rate).
+  StepResult step(std::span<const std::int64_t> indices) {
+    const auto batch = make_batch(*data_, indices, pad_id_, options_.pad_to);
+    const double lr = lr_at(step_);
+    auto r = train_step(*model_, optimizer_, params_, batch, lr, options_.clip);
+    r.lr = lr;
+    ++step_;
+    return r;
+  }
+
+ private:
+  static ClassifierTrainingOptions checked(ClassifierTrainingOptions o) {
+    if (o.batch_size == 0) throw std::invalid_argument("ClassifierTrainer: batch_size must be positive");
+    if (o.epochs < 1) throw std::invalid_argument("ClassifierTrainer: epochs must be at least 1");
+    if (o.schedule != "linear" && o.schedule != "constant")
+      throw std::invalid_argument("ClassifierTrainer: schedule \"" + o.schedule + "\" (linear or constant)");
+    return o;
+  }
+  static AdamW<T> make_optimizer(const ParameterList<T>& params, const ClassifierTrainingOptions& o) {
+    const AdamWOptions ao{.lr = o.lr, .weight_decay = o.weight_decay};
+    return o.decay_all ? AdamW<T>(params, ao) : AdamW<T>(params, ao, decays_by_default<T>);
+  }
+
+  models::BertForSequenceClassification<T>* model_;
+  const std::vector<EncodedExample>* data_;
+  std::int64_t pad_id_;
+  ClassifierTrainingOptions options_;
+  ParameterList<T> params_;
+  AdamW<T> optimizer_;
+  tokenizers::DataLoader loader_;
+  std::int64_t steps_per_epoch_ = 0, total_steps_ = 0, warmup_steps_ = 0, step_ = 0;
+};
 
 struct Predictions {
   std::vector<std::int64_t> labels;     // the true classes
