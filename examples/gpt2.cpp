@@ -5,7 +5,7 @@
 //   gpt2 --model DIR --prompt "The capital of France is" --show-top 5
 //
 // Usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]
-//             [--seed S] [--greedy] [--show-top K]
+//             [--seed S] [--greedy] [--show-top K] [--threads N]
 //   --prompt TEXT       the text to continue; empty (the default) starts from <|endoftext|>, as transformers'
 //                       text-generation pipeline does for GPT-2
 //   --max-new-tokens N  tokens to generate (default 30); stops early at <|endoftext|>
@@ -16,8 +16,12 @@
 //   --show-top K        print the K most probable next tokens after the prompt, one per line as
 //                       id<TAB>probability<TAB>token (token spelled as in vocab.json, "Ġthe" for " the"),
 //                       most probable first, and exit
+//   --threads N         threads for the products and loops (default: EIGENFORMER_NUM_THREADS, else every core)
+// After generating, one line on standard error gives the prompt's and the generation's speed in tokens/s
+// (as llama.cpp's timings do): the prompt's forward pass, then the passes through the KV cache.
 // Otherwise the prompt followed by the generated text is printed. Exit status: 0 on success, 2 for a usage
 // error (including no --model), 1 for any other error (message on standard error).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <eigenformer/models/generation.hpp>
@@ -34,7 +38,7 @@ namespace {
 
 constexpr const char* usage =
     "usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]\n"
-    "            [--seed S] [--greedy] [--show-top K]";
+    "            [--seed S] [--greedy] [--show-top K] [--threads N]";
 
 constexpr const char* need_model =
     "gpt2: --model DIR is required: a Hugging Face GPT-2 model directory holding config.json,\n"
@@ -50,6 +54,7 @@ struct Options {
   models::GenerationConfig gen;
   bool greedy = false;
   long long show_top = -1;  // -1: generate
+  int threads = 0;          // 0: the library's default
 };
 
 long long integer(const std::string& flag, const std::string& s, long long min) {
@@ -96,6 +101,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--seed") o.gen.seed = static_cast<std::uint64_t>(integer(a, value(), 0));
     else if (a == "--greedy") o.greedy = true;
     else if (a == "--show-top") o.show_top = integer(a, value(), 1);
+    else if (a == "--threads") o.threads = static_cast<int>(integer(a, value(), 1));
     else throw usage_error("unknown argument " + a);
   }
   if (o.greedy) o.gen.do_sample = false;
@@ -105,6 +111,7 @@ Options parse(int argc, char** argv) {
 }
 
 int run(const Options& o) {
+  if (o.threads > 0) eigenformer::set_num_threads(o.threads);
   auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model);
   auto& tok = gpt2.tokenizer;
   std::vector<std::int64_t> ids = tok.encode(o.prompt);
@@ -141,7 +148,16 @@ int run(const Options& o) {
     gen.max_new_tokens = room;
   }
   if (gen.do_sample && !gen.seed) gen.seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
-  const auto out = models::generate(gpt2.model, ids, gen);
+  models::GenerationTimings timings;
+  const auto out = models::generate(gpt2.model, ids, gen, eigenformer::default_generator(), &timings);
+  std::fprintf(stderr,
+               "gpt2: prompt %lld tokens in %.2f ms (%.1f tokens/s); generated %lld tokens, %lld passes in %.2f ms "
+               "(%.1f tokens/s); %d thread%s\n",
+               static_cast<long long>(timings.prompt_tokens), 1e3 * timings.prompt_seconds,
+               timings.prompt_tokens / std::max(timings.prompt_seconds, 1e-9), static_cast<long long>(timings.new_tokens),
+               static_cast<long long>(timings.decode_passes), 1e3 * timings.decode_seconds,
+               timings.decode_passes / std::max(timings.decode_seconds, 1e-9), eigenformer::get_num_threads(),
+               eigenformer::get_num_threads() == 1 ? "" : "s");
   // The prompt as typed (decoding its ids gives the same bytes, but would show the <|endoftext|> added for
   // an empty prompt), then the new tokens up to an <|endoftext|>.
   std::string text = o.prompt;

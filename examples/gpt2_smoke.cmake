@@ -29,12 +29,27 @@ if(NOT top_out MATCHES "${_expected}")
   message(FATAL_ERROR "gpt2 --show-top 3: unexpected output:\n${top_out}")
 endif()
 
-# Greedy generation continues the prompt (the tiny model's argmax is token 192, byte 0x04, every time).
-run(greedy 0 --model "${MODEL_DIR}" --prompt "the cat" --greedy --max-new-tokens 3)
+# Greedy generation continues the prompt (the tiny model's argmax is token 192, byte 0x04, every time), on
+# one thread as on the default count, and reports its speed on stderr: 2 prompt tokens, 3 new tokens from 2
+# passes through the cache (the last token needs none).
 string(ASCII 4 _eot)
-if(NOT greedy_out STREQUAL "the cat${_eot}${_eot}${_eot}\n")
-  message(FATAL_ERROR "gpt2 --greedy: unexpected output:\n${greedy_out}")
+foreach(_threads IN ITEMS 0 1)
+  if(_threads EQUAL 0)
+    run(greedy 0 --model "${MODEL_DIR}" --prompt "the cat" --greedy --max-new-tokens 3)
+  else()
+    run(greedy 0 --model "${MODEL_DIR}" --prompt "the cat" --greedy --max-new-tokens 3 --threads ${_threads})
+  endif()
+  if(NOT greedy_out STREQUAL "the cat${_eot}${_eot}${_eot}\n")
+    message(FATAL_ERROR "gpt2 --greedy (--threads ${_threads}): unexpected output:\n${greedy_out}")
+  endif()
+  if(NOT greedy_err MATCHES "^gpt2: prompt 2 tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); generated 3 tokens, 2 passes in [0-9.]+ ms \\([0-9.]+ tokens/s\\); [0-9]+ threads?\n$")
+    message(FATAL_ERROR "gpt2 --greedy (--threads ${_threads}): unexpected timing line:\n${greedy_err}")
+  endif()
+endforeach()
+if(NOT greedy_err MATCHES "; 1 thread\n")
+  message(FATAL_ERROR "gpt2 --threads 1: the timing line does not say 1 thread:\n${greedy_err}")
 endif()
+run(threads0 2 --model "${MODEL_DIR}" --threads 0)
 
 # Sampling with a seed runs and starts with the prompt; more tokens than positions are capped with a note.
 run(sample 0 --model "${MODEL_DIR}" --prompt "the cat" --seed 3 --max-new-tokens 40 --top-k 20 --top-p 0.9)

@@ -365,6 +365,20 @@ TEST_CASE("generate: any CausalLM, not only GPT-2 (a bigram table)") {
   g.eos_token_id = 3;  // generation stops once the only sequence has produced it
   CHECK(models::generate(lm, std::vector<std::int64_t>{2}, g) == std::vector<std::int64_t>{2, 0, 1, 3});
   CHECK(models::next_token_table(lm, {1}, 2)[0].id == 3);
+  // The timings count what ran: a 2-token prompt, 3 tokens chosen, 2 passes through the cache (the token
+  // that ends generation needs none).
+  models::GenerationTimings timings;
+  CHECK(models::generate(lm, std::vector<std::int64_t>{0, 2}, g, ef::default_generator(), &timings) ==
+        std::vector<std::int64_t>{0, 2, 0, 1, 3});
+  CHECK(timings.prompt_tokens == 2);
+  CHECK(timings.new_tokens == 3);
+  CHECK(timings.decode_passes == 2);
+  CHECK(timings.prompt_seconds >= 0);
+  CHECK(timings.decode_seconds >= 0);
+  g.max_new_tokens = 0;
+  models::generate(lm, std::vector<std::int64_t>{1}, g, ef::default_generator(), &timings);
+  CHECK(timings.new_tokens == 0);
+  CHECK(timings.decode_passes == 0);
 }
 
 TEST_CASE_TEMPLATE("generate: greedy search equals PyTorch's, with and without eos (fixture)", T, float, double) {

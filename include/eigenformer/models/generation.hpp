@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -73,6 +74,17 @@ struct GenerationConfig {
   std::optional<std::int64_t> pad_token_id;  // fills finished sequences; default eos_token_id
   std::optional<std::uint64_t> seed;         // sampling: a Generator seeded with it (= torch.manual_seed(seed));
                                              // unset: the generator passed to generate (default_generator())
+};
+
+// Where a generate() call spent its time, for tokens/s figures: the prompt's forward pass (prefill), then
+// the steps that each choose a token and feed it back through the KV cache (decode). A token chosen after
+// the last forward is counted in new_tokens but needs no decode pass of its own.
+struct GenerationTimings {
+  index_t prompt_tokens = 0;  // per sequence
+  double prompt_seconds = 0;
+  index_t new_tokens = 0;     // per sequence
+  index_t decode_passes = 0;  // forward passes after the prompt's
+  double decode_seconds = 0;  // those passes and every token choice
 };
 
 // scores / temperature (TemperatureLogitsWarper). Throws std::invalid_argument unless temperature > 0.
@@ -209,9 +221,11 @@ Tensor<std::int64_t, 1> greedy_next(const Tensor<T, 2>& scores) {
 // inference whatever the model's mode. Sampling draws from a Generator seeded with config.seed if set,
 // else from `gen`. Throws std::invalid_argument for an invalid config or when the prompt and the new tokens
 // need more than n_positions positions (every token but the last new one passes through the model).
+// `timings`, when given, receives where the time went.
 template <CausalLM M>
 Tensor<std::int64_t, 2> generate(const M& model, const Tensor<std::int64_t, 2>& input_ids,
-                                 const GenerationConfig& config, Generator& gen = default_generator()) {
+                                 const GenerationConfig& config, Generator& gen = default_generator(),
+                                 GenerationTimings* timings = nullptr) {
   const index_t b = input_ids.shape()[0], t = input_ids.shape()[1];
   const index_t n_positions = model.max_positions(), vocab = model.vocab_size();
   if (config.max_new_tokens < 0)
@@ -244,8 +258,12 @@ Tensor<std::int64_t, 2> generate(const M& model, const Tensor<std::int64_t, 2>& 
   for (index_t i = 0; i < b; ++i)
     for (index_t j = 0; j < t; ++j) seqs[static_cast<std::size_t>(i)].push_back(input_ids(i, j));
   std::vector<bool> unfinished(static_cast<std::size_t>(b), true);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   auto cache = model.make_cache(b, needed);
   auto logits = model.forward(input_ids, cache, LogitsFor::last);  // (B, 1, V)
+  const auto prefilled = Clock::now();
+  index_t new_tokens = 0, passes = 0;
   for (index_t step = 0; step < config.max_new_tokens; ++step) {
     const auto scores = logits.select(1, logits.shape()[1] - 1).contiguous();  // (B, V)
     const auto next = config.do_sample ? sample_multinomial(softmax(warp_logits(scores, config), -1), g)
@@ -260,8 +278,15 @@ Tensor<std::int64_t, 2> generate(const M& model, const Tensor<std::int64_t, 2>& 
       if (config.eos_token_id && id == *config.eos_token_id) unfinished[ui] = false;
       any_unfinished = any_unfinished || unfinished[ui];
     }
+    ++new_tokens;
     if (!any_unfinished || step + 1 == config.max_new_tokens) break;
     logits = model.forward(fed, cache, LogitsFor::last);
+    ++passes;
+  }
+  if (timings) {
+    const auto done = Clock::now();
+    *timings = {t, std::chrono::duration<double>(prefilled - start).count(), new_tokens, passes,
+                std::chrono::duration<double>(done - prefilled).count()};
   }
   const index_t total = static_cast<index_t>(seqs[0].size());
   auto out = Tensor<std::int64_t, 2>::empty({b, total});
@@ -273,10 +298,11 @@ Tensor<std::int64_t, 2> generate(const M& model, const Tensor<std::int64_t, 2>& 
 // One prompt: returns the prompt followed by the new tokens.
 template <CausalLM M>
 std::vector<std::int64_t> generate(const M& model, const std::vector<std::int64_t>& prompt,
-                                   const GenerationConfig& config, Generator& gen = default_generator()) {
+                                   const GenerationConfig& config, Generator& gen = default_generator(),
+                                   GenerationTimings* timings = nullptr) {
   auto ids = Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(prompt.size())});
   std::copy(prompt.begin(), prompt.end(), ids.data());
-  return generate(model, ids, config, gen).to_vector();
+  return generate(model, ids, config, gen, timings).to_vector();
 }
 
 struct TokenProbability {
