@@ -294,28 +294,14 @@ namespace detail {
 //
 // float: erf and exp come from Eigen's vectorised approximations, a few ulp from libm (PyTorch's own CPU
 // kernels vectorise the same way) and 20-35x faster than scalar tanhf / erff with AVX-512, whose GELU had
-// been half of a small GPT's training step. Values go
-// through fixed blocks padded to whole packets, so every element takes the packet path and its bits do not
-// depend on where it sits in a buffer: a fused epilogue and the stand-alone layer agree bit for bit.
+// been half of a small GPT's training step. Values go through fixed blocks padded to whole packets, so every
+// element takes the packet path and its bits do not depend on where it sits in a buffer: a fused epilogue
+// and the stand-alone layer agree bit for bit.
 // double: libm, element by element, for the finite-difference checks that need every digit.
 inline constexpr index_t activation_block = 64;
 
-// out[i] = f(in[i]) through blocks of activation_block floats; in may equal out.
-template <class F>
-void map_float_blocks(const float* in, float* out, index_t n, F&& f) {
-  using Block = Eigen::Array<float, activation_block, 1>;
-  Block x;
-  Block y;
-  for (index_t i = 0; i < n; i += activation_block) {
-    const index_t len = std::min(activation_block, n - i);
-    if (len < activation_block) x.setZero();
-    x.head(len) = Eigen::Map<const Eigen::ArrayXf>(in + i, len);
-    y = f(x);
-    Eigen::Map<Eigen::ArrayXf>(out + i, len) = y.head(len);
-  }
-}
-
-// out[i] = g[i] * f'(x[i]), blocked as above.
+// out[i] = f(in[i]), or g[i] * f(in[i]) when g is given (a backward: f is then the derivative), through
+// blocks of activation_block floats; in may equal out.
 template <class F>
 void map_float_blocks(const float* g, const float* in, float* out, index_t n, F&& f) {
   using Block = Eigen::Array<float, activation_block, 1>;
@@ -326,7 +312,8 @@ void map_float_blocks(const float* g, const float* in, float* out, index_t n, F&
     if (len < activation_block) x.setZero();
     x.head(len) = Eigen::Map<const Eigen::ArrayXf>(in + i, len);
     y = f(x);
-    Eigen::Map<Eigen::ArrayXf>(out + i, len) = y.head(len) * Eigen::Map<const Eigen::ArrayXf>(g + i, len);
+    if (g) y.head(len) *= Eigen::Map<const Eigen::ArrayXf>(g + i, len);
+    Eigen::Map<Eigen::ArrayXf>(out + i, len) = y.head(len);
   }
 }
 
@@ -389,12 +376,12 @@ void activate(const T* in, T* out, index_t n, Activation a) {
     using A = Eigen::Array<float, detail::activation_block, 1>;
     switch (a) {
       case Activation::gelu_erf:
-        detail::map_float_blocks(in, out, n, [](const A& x) -> A {
+        detail::map_float_blocks(nullptr, in, out, n, [](const A& x) -> A {
           return x * 0.5f * (1.0f + (x * detail::gelu_alpha<float>).erf());
         });
         return;
       case Activation::gelu_tanh:
-        detail::map_float_blocks(in, out, n, [](const A& x) -> A { return x / (1.0f + detail::exp_minus_2u(x)); });
+        detail::map_float_blocks(nullptr, in, out, n, [](const A& x) -> A { return x / (1.0f + detail::exp_minus_2u(x)); });
         return;
       default: break;
     }
