@@ -85,7 +85,7 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02)
-            elif name.endswith("bias") and p is not None:
+            elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
     def forward(self, idx, targets):

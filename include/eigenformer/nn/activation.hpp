@@ -44,11 +44,10 @@ inline ActivationKind activation_kind(std::string_view name) {
                               accepted);
 }
 
-namespace functional {
-
-namespace detail {
-// The backend's element-wise kernel for a kind (the gemm epilogue uses the same one).
-inline backend::Activation backend_activation(ActivationKind k) {
+// The backend's element-wise kernel for a kind: the layers below run it, and a gemm epilogue
+// (backend::Epilogue) given it applies the same expression, so a fused dense + activation gives the bits of
+// the two layers run one after the other.
+inline backend::Activation epilogue_activation(ActivationKind k) {
   switch (k) {
     case ActivationKind::relu: return backend::Activation::relu;
     case ActivationKind::gelu: return backend::Activation::gelu_erf;
@@ -56,7 +55,8 @@ inline backend::Activation backend_activation(ActivationKind k) {
   }
   return backend::Activation::none;
 }
-}  // namespace detail
+
+namespace functional {
 
 // Element-wise loops run in chunks of this many elements; a tensor smaller than that stays in one.
 inline constexpr index_t elementwise_grain = 16384;
@@ -68,7 +68,7 @@ Tensor<T, R> activation(const Tensor<T, R>& x, ActivationKind kind) {
   auto y = Tensor<T, R>::empty(x.shape());
   const T* in = xc.data();
   T* out = y.data();
-  const auto act = detail::backend_activation(kind);
+  const auto act = epilogue_activation(kind);
   backend::parallel_for(x.numel(), elementwise_grain,
                         [&](index_t begin, index_t end) { backend::activate(in + begin, out + begin, end - begin, act); });
   return y;
@@ -84,7 +84,7 @@ Tensor<T, R> activation_backward(const Tensor<T, R>& grad_output, const Tensor<T
   const T* g = gc.data();
   const T* in = xc.data();
   T* out = dx.data();
-  const auto act = detail::backend_activation(kind);
+  const auto act = epilogue_activation(kind);
   backend::parallel_for(x.numel(), elementwise_grain, [&](index_t begin, index_t end) {
     backend::activate_backward(g + begin, in + begin, out + begin, end - begin, act);
   });
@@ -108,10 +108,6 @@ Tensor<T, R> softmax_backward(const Tensor<T, R>& grad_output, const Tensor<T, R
 }
 
 }  // namespace functional
-
-// The same activation as a gemm epilogue (backend::Epilogue), which applies the layer's own expression, so a
-// fused dense + activation gives the bits of the two layers run one after the other.
-inline backend::Activation epilogue_activation(ActivationKind k) { return functional::detail::backend_activation(k); }
 
 // An element-wise activation by kind or by Hugging Face name: Activation<float>("gelu_new").
 // A recording forward saves the input; backward returns grad_output * f'(x).
