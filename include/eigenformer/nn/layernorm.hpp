@@ -13,6 +13,22 @@
 
 namespace eigenformer::nn {
 
+namespace detail {
+// The sum of term(0) ... term(n - 1) in double, by eight running sums combined in a fixed order: one
+// running sum waits on each add's latency, eight independent ones vectorise (float-to-double conversions
+// and adds). The order depends on n alone, so the result does not depend on threads.
+template <class Term>
+double sum_in_double(index_t n, Term&& term) {
+  double acc[8] = {};
+  index_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (index_t u = 0; u < 8; ++u) acc[u] += term(j + u);
+  double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; j < n; ++j) s += term(j);
+  return s;
+}
+}  // namespace detail
+
 template <floating_element T>
 class LayerNorm : public Module<T> {
  public:
@@ -72,12 +88,12 @@ class LayerNorm : public Module<T> {
       for (index_t i = begin; i < end; ++i) {
         const T* xr = xc.data() + i * c;
         // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
-        double m = 0;
-        for (index_t j = 0; j < c; ++j) m += xr[j];
-        m /= static_cast<double>(c);
-        double v = 0;
-        for (index_t j = 0; j < c; ++j) v += (xr[j] - m) * (xr[j] - m);
-        v /= static_cast<double>(c);
+        const double m = detail::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) /
+                         static_cast<double>(c);
+        const double v = detail::sum_in_double(c, [xr, m](index_t j) {
+                           const double d = static_cast<double>(xr[j]) - m;
+                           return d * d;
+                         }) / static_cast<double>(c);
         const T mu = static_cast<T>(m);
         const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
         if (mean_out) {
@@ -113,14 +129,16 @@ class LayerNorm : public Module<T> {
         const T* xr = ctx.x.data() + i * c;
         const T* gr = g2.data() + i * c;
         const T mu = ctx.mean(i), rs = ctx.rstd(i);
-        double sum_g = 0, sum_gx = 0;
         for (index_t j = 0; j < c; ++j) {
           const auto k = static_cast<std::size_t>(j);
           xhat[k] = (xr[j] - mu) * rs;
           g[k] = w ? gr[j] * w[j] : gr[j];
-          sum_g += g[k];
-          sum_gx += static_cast<double>(g[k]) * xhat[k];
         }
+        const T* gk = g.data();
+        const T* xk = xhat.data();
+        const double sum_g = detail::sum_in_double(c, [gk](index_t j) { return static_cast<double>(gk[j]); });
+        const double sum_gx = detail::sum_in_double(
+            c, [gk, xk](index_t j) { return static_cast<double>(gk[j]) * static_cast<double>(xk[j]); });
         const T mean_g = static_cast<T>(sum_g / static_cast<double>(c));
         const T mean_gx = static_cast<T>(sum_gx / static_cast<double>(c));
         T* dr = dx.data() + i * c;
@@ -131,22 +149,28 @@ class LayerNorm : public Module<T> {
       }
     });
     // The parameter gradients sum over rows: each column is summed whole (in double, in row order) by
-    // one chunk, so the sums do not depend on how rows or columns are split between threads.
+    // one chunk, so the sums do not depend on how rows or columns are split between threads. Rows outer,
+    // a chunk's columns inner: the running sums of neighbouring columns are independent, so they vectorise.
     const bool want_dw = weight && weight->requires_grad();
     const bool want_db = bias && bias->requires_grad();
     if (want_dw || want_db) {
       T* dw = want_dw ? weight->grad_buffer().data() : nullptr;
       T* db = want_db ? bias->grad_buffer().data() : nullptr;
       backend::parallel_for(c, 256, [&](index_t begin, index_t end) {
-        for (index_t j = begin; j < end; ++j) {
-          double dw_acc = 0, db_acc = 0;
-          for (index_t i = 0; i < n; ++i) {
-            const T gij = g2.data()[i * c + j];
-            if (dw) dw_acc += static_cast<double>(gij) * ((ctx.x.data()[i * c + j] - ctx.mean(i)) * ctx.rstd(i));
-            if (db) db_acc += gij;
-          }
-          if (dw) dw[j] += static_cast<T>(dw_acc);
-          if (db) db[j] += static_cast<T>(db_acc);
+        const auto width = static_cast<std::size_t>(end - begin);
+        std::vector<double> dw_acc(dw ? width : 0), db_acc(db ? width : 0);
+        for (index_t i = 0; i < n; ++i) {
+          const T* gr = g2.data() + i * c + begin;
+          const T* xr = ctx.x.data() + i * c + begin;
+          const T mu = ctx.mean(i), rs = ctx.rstd(i);
+          if (dw)
+            for (std::size_t j = 0; j < width; ++j) dw_acc[j] += static_cast<double>(gr[j]) * ((xr[j] - mu) * rs);
+          if (db)
+            for (std::size_t j = 0; j < width; ++j) db_acc[j] += gr[j];
+        }
+        for (std::size_t j = 0; j < width; ++j) {
+          if (dw) dw[begin + static_cast<index_t>(j)] += static_cast<T>(dw_acc[j]);
+          if (db) db[begin + static_cast<index_t>(j)] += static_cast<T>(db_acc[j]);
         }
       });
     }
