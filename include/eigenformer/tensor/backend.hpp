@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "eigenformer/tensor/creation.hpp"
+#include "eigenformer/tensor/onednn_gemm.hpp"
 
 // Eigen's own OpenMP threading inside a product would split each block's work a second time, across
 // threads the pool does not know about, and make results depend on OMP_NUM_THREADS.
@@ -492,6 +493,12 @@ void gemm_tile(const GemmPlan& p, index_t tile, index_t k, const MatrixOperand<T
   if (k == 0) {
     if (beta == T(0)) o.setZero();
     else if (beta != T(1)) o *= beta;
+  } else if constexpr (onednn_gemm_enabled<T>) {
+    using eigenformer::detail::matrix_layout;
+    const bool ta = a.info.layout == matrix_layout::col_major, tb = b.info.layout == matrix_layout::col_major;
+    onednn_sgemm(ta, tb, rows, cols, k, alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0),
+                 a.info.outer_stride, b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride,
+                 beta, c + r0 * ldc + c0, ldc);
   } else {
     eigenformer::detail::with_matrix_map(a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), rows, k, a.info,
                                          [&](const auto& am) {
