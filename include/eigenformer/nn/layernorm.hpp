@@ -13,22 +13,6 @@
 
 namespace eigenformer::nn {
 
-namespace detail {
-// The sum of term(0) ... term(n - 1) in double, by eight running sums combined in a fixed order: one
-// running sum waits on each add's latency, eight independent ones vectorise (float-to-double conversions
-// and adds). The order depends on n alone, so the result does not depend on threads.
-template <class Term>
-double sum_in_double(index_t n, Term&& term) {
-  double acc[8] = {};
-  index_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (index_t u = 0; u < 8; ++u) acc[u] += term(j + u);
-  double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; j < n; ++j) s += term(j);
-  return s;
-}
-}  // namespace detail
-
 template <floating_element T>
 class LayerNorm : public Module<T> {
  public:
@@ -88,9 +72,9 @@ class LayerNorm : public Module<T> {
       for (index_t i = begin; i < end; ++i) {
         const T* xr = xc.data() + i * c;
         // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
-        const double m = detail::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) /
+        const double m = backend::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) /
                          static_cast<double>(c);
-        const double v = detail::sum_in_double(c, [xr, m](index_t j) {
+        const double v = backend::sum_in_double(c, [xr, m](index_t j) {
                            const double d = static_cast<double>(xr[j]) - m;
                            return d * d;
                          }) / static_cast<double>(c);
@@ -136,8 +120,8 @@ class LayerNorm : public Module<T> {
         }
         const T* gk = g.data();
         const T* xk = xhat.data();
-        const double sum_g = detail::sum_in_double(c, [gk](index_t j) { return static_cast<double>(gk[j]); });
-        const double sum_gx = detail::sum_in_double(
+        const double sum_g = backend::sum_in_double(c, [gk](index_t j) { return static_cast<double>(gk[j]); });
+        const double sum_gx = backend::sum_in_double(
             c, [gk, xk](index_t j) { return static_cast<double>(gk[j]) * static_cast<double>(xk[j]); });
         const T mean_g = static_cast<T>(sum_g / static_cast<double>(c));
         const T mean_gx = static_cast<T>(sum_gx / static_cast<double>(c));

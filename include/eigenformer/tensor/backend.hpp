@@ -538,6 +538,20 @@ MatrixOperand<T> matrix_operand(const Tensor<T, 2>& t, Tensor<T, 2>& keep) {
 
 }  // namespace detail
 
+// The sum of term(0) ... term(n - 1) in double, by eight running sums combined in a fixed order: one
+// running sum waits on each add's latency, eight independent ones vectorise (float-to-double conversions
+// and adds). The order depends on n alone, so the result does not depend on threads.
+template <class Term>
+double sum_in_double(index_t n, Term&& term) {
+  double acc[8] = {};
+  index_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (index_t u = 0; u < 8; ++u) acc[u] += term(j + u);
+  double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; j < n; ++j) s += term(j);
+  return s;
+}
+
 // out[j] += sum_i g(i, j) for g (N, C): the bias gradient of every dense layer. Each column is summed whole
 // by one chunk, rows in order, so the bits do not depend on the thread count.
 template <floating_element T>

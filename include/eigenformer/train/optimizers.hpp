@@ -314,7 +314,7 @@ T clip_grad_norm(ParameterList<T>& params, double max_norm) {
     if (!p.has_grad()) continue;
     const auto grad = p.grad();
     const T* g = grad.data();
-    for (index_t i = 0; i < grad.numel(); ++i) sq += static_cast<double>(g[i]) * g[i];
+    sq += backend::sum_in_double(grad.numel(), [g](index_t i) { return static_cast<double>(g[i]) * g[i]; });
   }
   const T total = static_cast<T>(std::sqrt(sq));
   // max_norm / tensor in Python is tensor.reciprocal() * max_norm.
