@@ -199,10 +199,11 @@ void softmax_lane(const In& in, Out&& o) {
     o = in - m - lse;
   } else {
     o = (in - m).exp();
-    // Eigen's exp gives ~1e-38 instead of 0 (or a denormal) far below the maximum, -inf included: libm there.
+    // Eigen's exp gives ~1e-38 instead of 0 (or a denormal) far below the maximum, -inf included: libm there,
+    // except for -inf itself (a causal mask's upper half), whose exp is exactly 0 without a call.
     const T lo = exp_eigen_lower_bound<T>();
     for (Eigen::Index k = 0; k < in.size(); ++k)
-      if (in(k) - m < lo) o(k) = std::exp(in(k) - m);
+      if (in(k) - m < lo) o(k) = in(k) == neg_inf ? T(0) : std::exp(in(k) - m);
     o /= o.sum();
   }
 }
