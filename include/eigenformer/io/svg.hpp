@@ -61,6 +61,7 @@ struct HeatmapOptions {
   int decimals = 2;                     // for annotate and the cell tooltips; -1: integers
   double cell_size = 0;                 // pixels per cell; 0: chosen from the matrix size
   bool colorbar = true;
+  bool tooltips = true;                 // a <title> per cell (row / column: value); off keeps big maps small
 };
 
 // A matrix to draw: values row-major, rows x cols.
@@ -176,15 +177,20 @@ inline std::string value_text(double v, int decimals) {
   return buf;
 }
 
-// Tick labels: %g with enough digits to tell neighbouring ticks apart.
+// Tick labels: fixed notation with as many decimals as the step needs (20, 0.25, 1e-3 as 0.001), %g for
+// very large or very small magnitudes.
 inline std::string tick_text(double v, double step) {
   if (std::abs(v) < step * 1e-9) v = 0;
-  int digits = 1;
-  const double mag = std::max(std::abs(v), std::abs(step));
-  if (mag > 0 && step > 0) digits = std::clamp(static_cast<int>(std::floor(std::log10(mag))) -
-                                                   static_cast<int>(std::floor(std::log10(step))) + 1, 1, 12);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  const double mag = std::max(std::abs(v), std::abs(step));
+  if (step > 0 && mag < 1e7 && step >= 1e-6) {
+    int decimals = 0;
+    while (decimals < 8 && std::abs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) > 1e-6)
+      ++decimals;
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+  }
   return buf;
 }
 
@@ -356,7 +362,12 @@ inline Rendered render(const Heatmap& h, int id) {
       // Cells overlap by a hair so that no background seams show between them at fractional zoom.
       s += "<rect class=\"cell\" x=\"" + num(cell * static_cast<double>(c)) + "\" y=\"" + num(cell * static_cast<double>(r)) +
            "\" width=\"" + num(cell + (cell >= 4 ? 0 : 0.3)) + "\" height=\"" + num(cell + (cell >= 4 ? 0 : 0.3)) +
-           "\" fill=\"" + css(color) + "\"><title>";
+           "\" fill=\"" + css(color) + "\"";
+      if (!o.tooltips) {
+        s += "/>\n";
+        continue;
+      }
+      s += "><title>";
       append_escaped(s, o.row_labels.empty() ? std::to_string(r) : o.row_labels[r]);
       s += " / ";
       append_escaped(s, o.col_labels.empty() ? std::to_string(c) : o.col_labels[c]);
