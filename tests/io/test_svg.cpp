@@ -520,3 +520,43 @@ TEST_CASE("svg: constant matrices and single points still give a finite, parseab
   CHECK(std::isfinite(p[0].first));
   CHECK(std::isfinite(p[0].second));
 }
+
+TEST_CASE("svg: CsvLog reads the examples' --log files into series") {
+  // train_char_gpt's format: per-step rows and evaluation rows in one file, missing fields empty.
+  const std::string text =
+      "kind,step,lr,loss,train_loss,val_loss\n"
+      "eval,0,,,4.2,4.3\n"
+      "train,0,0.0001,4.25,,\r\n"
+      "train,1,0.0002,4.0,,\n"
+      "\n"
+      "eval,2,,,3.5,3.75\n"
+      "train,2,0.0003,3.";  // a line still being written: left out
+  const auto log = svg::CsvLog::parse(text, "run.csv");
+  CHECK(log.rows() == 4);
+  CHECK(log.has_column("val_loss"));
+  CHECK_FALSE(log.has_column("accuracy"));
+  const auto loss = log.series("train", "step", "loss", "kind", "train");
+  CHECK(loss.name == "train");
+  CHECK(loss.x == std::vector<double>{0, 1});
+  CHECK(loss.y == std::vector<double>{4.25, 4.0});
+  const auto val = log.series("val", "step", "val_loss", "kind", "eval");
+  CHECK(val.x == std::vector<double>{0, 2});
+  CHECK(val.y == std::vector<double>{4.3, 3.75});
+  CHECK(log.series("", "step", "lr").y == std::vector<double>{0.0001, 0.0002});  // every row; empty fields skipped
+
+  CHECK(error_of([&] { (void)log.series("", "step", "accuracy"); }) ==
+        "run.csv: no column \"accuracy\" (the header has kind, step, lr, loss, train_loss, val_loss)");
+  CHECK(error_of([] { svg::CsvLog::parse("a,b\n1,2\n3\n", "x.csv"); }) ==
+        "x.csv: line 3 has 1 fields but the header names 2 columns");
+  CHECK(error_of([] { (void)svg::CsvLog::parse("a,b\n1,2\n3,oops\n", "x.csv").series("", "a", "b"); }) ==
+        "x.csv: line 3, column \"b\": \"oops\" is not a finite number");
+  CHECK(error_of([] { (void)svg::CsvLog::parse("a,b\n1,nan\n", "x.csv").series("", "a", "b"); }).find("not a finite number") !=
+        std::string::npos);
+  CHECK(error_of([] { svg::CsvLog::parse("", "x.csv"); }) == "x.csv: empty (no header row)");
+
+  ScratchDir dir;
+  write_bytes(dir / "run.csv", text);
+  CHECK(svg::CsvLog::read(dir / "run.csv").rows() == 4);
+  CHECK(error_of([&] { svg::CsvLog::read(dir / "missing.csv"); }).find("missing.csv: cannot open the CSV log") !=
+        std::string::npos);
+}

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -597,6 +598,107 @@ inline Heatmap confusion_matrix(const std::vector<std::vector<std::int64_t>>& co
   if (*std::max_element(h.values.begin(), h.values.end()) == 0) h.options.vmax = 1;  // all zero: a 0..1 scale
   return h;
 }
+
+// A CSV log as the training examples write it (--log FILE.csv), for drawing its curves: a header row naming
+// the columns, then rows of comma-separated fields without quoting; an empty field is a missing value. A
+// last line without its newline (a log still being written) is left out.
+class CsvLog {
+ public:
+  static CsvLog read(const std::filesystem::path& path) {
+    std::FILE* f = std::fopen(path.string().c_str(), "rb");
+    if (!f) throw plot_error(path.string() + ": cannot open the CSV log");
+    std::string text;
+    char buf[65536];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    const bool bad = std::ferror(f) != 0;
+    std::fclose(f);
+    if (bad) throw plot_error(path.string() + ": read error");
+    return parse(text, path.string());
+  }
+
+  // `source` names the text in error messages.
+  static CsvLog parse(std::string_view text, std::string source = "CSV log") {
+    CsvLog log;
+    log.source_ = std::move(source);
+    std::size_t line_no = 0;
+    for (std::size_t pos = 0; pos < text.size();) {
+      const std::size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) break;  // an unfinished last line
+      std::string_view line = text.substr(pos, end - pos);
+      pos = end + 1;
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      std::vector<std::string> fields;
+      for (std::size_t b = 0;;) {
+        const std::size_t c = line.find(',', b);
+        fields.emplace_back(line.substr(b, c == std::string_view::npos ? std::string_view::npos : c - b));
+        if (c == std::string_view::npos) break;
+        b = c + 1;
+      }
+      if (line_no == 1) {
+        log.header_ = std::move(fields);
+        continue;
+      }
+      if (line.empty()) continue;
+      if (fields.size() != log.header_.size())
+        throw plot_error(log.source_ + ": line " + std::to_string(line_no) + " has " + std::to_string(fields.size()) +
+                         " fields but the header names " + std::to_string(log.header_.size()) + " columns");
+      log.rows_.push_back({line_no, std::move(fields)});
+    }
+    if (log.header_.empty()) throw plot_error(log.source_ + ": empty (no header row)");
+    return log;
+  }
+
+  const std::vector<std::string>& header() const noexcept { return header_; }
+  std::size_t rows() const noexcept { return rows_.size(); }
+  bool has_column(std::string_view name) const { return std::find(header_.begin(), header_.end(), name) != header_.end(); }
+
+  // The points (x, y) of the rows whose column `where` holds `value` (every row when `where` is empty), in
+  // file order; rows where x or y is empty are skipped. A missing column, or a field that is not a finite
+  // number, throws naming the file, the line and the column.
+  Series series(std::string name, std::string_view x, std::string_view y, std::string_view where = {},
+                std::string_view value = {}) const {
+    const std::size_t xi = column(x), yi = column(y), wi = where.empty() ? 0 : column(where);
+    Series s;
+    s.name = std::move(name);
+    for (const auto& row : rows_) {
+      if (!where.empty() && row.fields[wi] != value) continue;
+      if (row.fields[xi].empty() || row.fields[yi].empty()) continue;
+      s.x.push_back(number(row, xi));
+      s.y.push_back(number(row, yi));
+    }
+    return s;
+  }
+
+ private:
+  struct Row {
+    std::size_t line;
+    std::vector<std::string> fields;
+  };
+
+  std::size_t column(std::string_view name) const {
+    const auto it = std::find(header_.begin(), header_.end(), name);
+    if (it == header_.end()) {
+      std::string names;
+      for (const auto& h : header_) names += (names.empty() ? "" : ", ") + h;
+      throw plot_error(source_ + ": no column \"" + std::string(name) + "\" (the header has " + names + ")");
+    }
+    return static_cast<std::size_t>(it - header_.begin());
+  }
+  double number(const Row& row, std::size_t i) const {
+    const std::string& f = row.fields[i];
+    char* end = nullptr;
+    const double v = std::strtod(f.c_str(), &end);
+    if (end != f.c_str() + f.size() || !std::isfinite(v))
+      throw plot_error(source_ + ": line " + std::to_string(row.line) + ", column \"" + header_[i] + "\": \"" + f +
+                       "\" is not a finite number");
+    return v;
+  }
+
+  std::string source_;
+  std::vector<std::string> header_;
+  std::vector<Row> rows_;
+};
 
 // Pictures laid out in a grid, `columns` to a row, under an optional title; written as one SVG document.
 class Figure {
