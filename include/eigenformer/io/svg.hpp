@@ -504,10 +504,11 @@ inline Rendered render(const LineChart& c, int id) {
     const double x = 10 + font, y = top + h / 2;
     text(s, x, y, c.y_label, font, "middle", "transform=\"rotate(-90 " + num(x) + " " + num(y) + ")\"");
   }
-  // The curves, clipped to the plot area (a fixed ymin/ymax may cut them).
+  // The curves, clipped to the plot area (a fixed ymin/ymax may cut them), widened by a marker's radius so
+  // that the dots on the frame stay round.
   const std::string clip = "plotarea" + std::to_string(id);
-  s += "<clipPath id=\"" + clip + "\"><rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(w) +
-       "\" height=\"" + num(h) + "\"/></clipPath>\n<g clip-path=\"url(#" + clip + ")\">\n";
+  s += "<clipPath id=\"" + clip + "\"><rect x=\"" + num(left - 3) + "\" y=\"" + num(top - 3) + "\" width=\"" + num(w + 6) +
+       "\" height=\"" + num(h + 6) + "\"/></clipPath>\n<g clip-path=\"url(#" + clip + ")\">\n";
   for (std::size_t k = 0; k < c.series.size(); ++k) {
     const auto& ser = c.series[k];
     const std::string color = ser.color.empty() ? palette(k) : escaped(ser.color);
