@@ -379,9 +379,12 @@ inline Rendered render(const Heatmap& h, int id) {
     for (std::size_t r = 0; r < h.rows; ++r)
       for (std::size_t c = 0; c < h.cols; ++c) {
         const double v = h.values[r * h.cols + c];
-        const Rgb color = colormap(o.colormap, (v - lo) / (hi - lo));
+        // Built with += on a named string: GCC 12 warns (-Warray-bounds, falsely) about the chained operator+.
+        std::string attrs = "class=\"value\" fill=\"";
+        attrs += text_on(colormap(o.colormap, (v - lo) / (hi - lo)));
+        attrs += '"';
         text(s, cell * (static_cast<double>(c) + 0.5), cell * (static_cast<double>(r) + 0.5) + size * 0.35,
-             value_text(v, o.decimals), size, "middle", std::string("class=\"value\" fill=\"") + text_on(color) + "\"");
+             value_text(v, o.decimals), size, "middle", attrs);
       }
   }
   s += "<rect x=\"0\" y=\"0\" width=\"" + num(gw) + "\" height=\"" + num(gh) +
