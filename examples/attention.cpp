@@ -10,22 +10,40 @@
 //      Transformer block around it (LayerNorm, feed-forward, shortcut connections).
 //   6. LLMs from scratch, chapter 3: SelfAttention_v1, SelfAttention_v2 and CausalAttention.
 //
+// Usage: attention [--svg FILE]
+//   --svg FILE  also draws what the sections compute, as one SVG picture: the attention weights of "The next
+//               day is bright" (section 1) and their causal version (section 2) with the words on both axes,
+//               the module's three heads on the padded sequence (section 5), and the sinusoidal position
+//               encoding of BERT from scratch §1.5 as a heatmap and as the curves of figure 1.33
+//               (d_model 768, 1024 positions, dimension pairs i = 1, 50, 150, 250)
+//
 // Build and run: cmake --preset release && cmake --build --preset release --target attention
-//                build/release/examples/attention
+//                build/release/examples/attention --svg attention.svg
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/nn/attention.hpp>
 #include <eigenformer/nn/dropout.hpp>
 #include <eigenformer/nn/multi_head_attention.hpp>
+#include <eigenformer/nn/positional_encoding.hpp>
 #include <eigenformer/nn/self_attention.hpp>
 #include <eigenformer/nn/transformer_block.hpp>
 
+#include <exception>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace ef = eigenformer;
 namespace nn = ef::nn;
+namespace svg = ef::io::svg;
 
 namespace {
+
+// The pictures of --svg; null without it.
+svg::Figure* figure = nullptr;
+
+const std::vector<std::string> next_day_words = {"The", "next", "day", "is", "bright"};
 
 void heading(const char* title) { std::cout << "\n== " << title << " ==\n"; }
 
@@ -82,6 +100,12 @@ void self_attention_step_by_step() {
   const auto context2 = nn::scaled_dot_product_attention(queries, keys, values, std::nullopt, nn::AttentionOptions{},
                                                          nullptr, &weights);
   std::cout << "scaled_dot_product_attention(queries, keys, values):\n" << context2 << "\n";
+  if (figure)
+    figure->add(svg::heatmap(weights, {.title = "1. Attention weights (rows: queries, columns: keys)",
+                                       .row_labels = next_day_words,
+                                       .col_labels = next_day_words,
+                                       .vmin = 0,
+                                       .annotate = true}));
 }
 
 void causal_attention() {
@@ -109,6 +133,12 @@ void causal_attention() {
   causal.is_causal = true;
   nn::scaled_dot_product_attention(q, k, q, std::nullopt, causal, nullptr, &w);
   std::cout << "scaled_dot_product_attention(..., is_causal=true) weights:\n" << w << "\n";
+  if (figure)
+    figure->add(svg::heatmap(w, {.title = "2. Causal attention weights (no key after its query)",
+                                 .row_labels = next_day_words,
+                                 .col_labels = next_day_words,
+                                 .vmin = 0,
+                                 .annotate = true}));
 }
 
 void causal_dropout() {
@@ -171,6 +201,17 @@ void modules() {
   const auto [out, weights] = attn.forward_with_weights(x, mask);
   std::cout << "out.shape: " << size(out) << ", weights.shape: " << size(weights) << "\n";
   std::cout << "head 0 weights of the padded sequence (padding gets 0):\n" << weights.select(0, 1).select(0, 0) << "\n";
+  if (figure) {
+    const std::vector<std::string> tokens = {"x0", "x1", "x2", "[PAD]", "[PAD]"};
+    figure->new_row();
+    for (ef::index_t h = 0; h < weights.size(1); ++h)
+      figure->add(svg::heatmap(weights.select(0, 1).select(0, h),
+                               {.title = "5. Module, padded sequence, head " + std::to_string(h),
+                                .row_labels = tokens,
+                                .col_labels = tokens,
+                                .vmin = 0,
+                                .vmax = 1}));
+  }
 
   // Training: forward saves what backward needs; backward accumulates the parameters' gradients.
   attn.train();
@@ -211,9 +252,61 @@ void llms_from_scratch() {
   std::cout << "context_vecs.shape: " << size(context_vecs) << "\n" << context_vecs << "\n";
 }
 
+// BERT from scratch §1.5: the sinusoidal table as a heatmap (the first positions and dimensions, where the
+// waves are visible) and figure 1.33's curves: PE(pos, 2i) = sin(pos / 10000^(2i/768)) and
+// PE(pos, 2i+1) = cos(...) for four dimension pairs i over 1024 positions.
+void positional_encoding_pictures(svg::Figure& fig) {
+  const ef::index_t d_model = 768, positions = 1024;
+  const auto pe = nn::sinusoidal_positional_encoding<float>(positions, d_model);
+  fig.new_row();
+  fig.add(svg::heatmap(pe.narrow(0, 0, 100).narrow(1, 0, 128),
+                       {.title = "Sinusoidal position encoding, d_model 768: positions 0-99, dimensions 0-127",
+                        .x_label = "dimension",
+                        .y_label = "position",
+                        .colormap = svg::Colormap::diverging,
+                        .vmin = -1,
+                        .vmax = 1,
+                        .tooltips = false}));
+  fig.new_row();
+  for (const ef::index_t i : {1, 50, 150, 250}) {
+    svg::Series sine{.name = "sin (dimension " + std::to_string(2 * i) + ")", .color = "#2ca02c"};
+    svg::Series cosine{.name = "cos (dimension " + std::to_string(2 * i + 1) + ")", .color = "#1f77b4"};
+    for (ef::index_t p = 0; p < positions; ++p) {
+      sine.x.push_back(static_cast<double>(p)), sine.y.push_back(pe(p, 2 * i));
+      cosine.x.push_back(static_cast<double>(p)), cosine.y.push_back(pe(p, 2 * i + 1));
+    }
+    fig.add(svg::LineChart{.title = "Figure 1.33: i = " + std::to_string(i),
+                           .x_label = "position",
+                           .y_label = "encoding",
+                           .series = {sine, cosine},
+                           .ymin = -1.1,
+                           .ymax = 1.1,
+                           .width = 420,
+                           .height = 180});
+  }
+}
+
+constexpr const char* usage = "usage: attention [--svg FILE]";
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::optional<std::string> svg_file;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage << "\n";
+      return 0;
+    }
+    if (a == "--svg" && i + 1 < argc) svg_file = argv[++i];
+    else {
+      std::cerr << "attention: " << (a == "--svg" ? "--svg needs a value" : "unknown argument " + a) << "\n" << usage << "\n";
+      return 2;
+    }
+  }
+  std::optional<svg::Figure> pictures;
+  if (svg_file) figure = &pictures.emplace("Attention, step by step", 3);
+
   std::cout << "eigenformer: attention, step by step\n";
   self_attention_step_by_step();
   causal_attention();
@@ -221,5 +314,15 @@ int main() {
   multi_head_split();
   modules();
   llms_from_scratch();
+  if (svg_file) {
+    try {
+      positional_encoding_pictures(*pictures);
+      pictures->save(*svg_file);
+    } catch (const std::exception& e) {
+      std::cerr << "attention: " << e.what() << "\n";
+      return 1;
+    }
+    std::cerr << "attention: wrote " << *svg_file << "\n";
+  }
   return 0;
 }

@@ -6,8 +6,10 @@
 //   bert --model DIR --classify "a great movie !" "not a good film"
 //   bert --model DIR --classify --file sentences.txt
 //   bert --model DIR --embed "paris is a big city ."
+//   bert --model DIR --embed "the cat sat on the mat ." --svg attention.svg
 //
 // Usage: bert --model DIR (--fill-mask TEXT [--top-k K] | --classify TEXT... | --classify --file F | --embed TEXT)
+//             [--svg FILE]
 //   --fill-mask TEXT  the K most probable tokens for the first [MASK] of TEXT, one per line as
 //                     id<TAB>probability<TAB>token, most probable first (needs a masked-LM head: a
 //                     BertForMaskedLM or BertForPreTraining checkpoint); "[MASK]" in the text is the mask token
@@ -18,12 +20,17 @@
 //                     checkpoint). --file F reads the texts from F, one per line (blank lines skipped).
 //   --embed TEXT      the pooled [CLS] vector (BertModel's pooler_output), space-separated on one line (needs a
 //                     checkpoint with the pooler, bert.pooler.dense.*)
+//   --svg FILE        also draws the attention weights of every layer and head as heatmaps, one row of heads
+//                     per layer, the tokens (with [CLS] and [SEP]) on both axes: rows the queries, columns the
+//                     keys they attend to, as in bertviz's head view; the text is the --fill-mask or --embed
+//                     text, or the first --classify text
 // Probabilities and values are printed with 6 decimals. Exit status: 0 on success, 2 for a usage error
 // (including no --model), 1 for any other error (one line on standard error, nothing on standard output).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/models/pretrained_bert_tokenizer.hpp>
 #include <fstream>
 #include <iostream>
@@ -41,7 +48,7 @@ namespace {
 
 constexpr const char* usage =
     "usage: bert --model DIR (--fill-mask TEXT [--top-k K] | --classify TEXT... | --classify --file F |\n"
-    "            --embed TEXT)";
+    "            --embed TEXT) [--svg FILE]";
 
 constexpr const char* need_model =
     "bert: --model DIR is required: a Hugging Face BERT model directory holding config.json,\n"
@@ -61,6 +68,7 @@ struct Options {
   std::string text;                  // --fill-mask, --embed
   std::vector<std::string> texts;    // --classify
   std::string file;                  // --classify --file
+  std::string svg;                   // --svg: the attention pictures
   long long top_k = 5;
 };
 
@@ -94,6 +102,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--embed") set_mode(Mode::embed, a), o.text = value();
     else if (a == "--top-k") o.top_k = integer(a, value(), 1);
     else if (a == "--file") o.file = value();
+    else if (a == "--svg") o.svg = value();
     else if (a == "--classify") {
       set_mode(Mode::classify, a);
       // Every following argument up to the next option is a text.
@@ -122,6 +131,48 @@ void require_loaded(const models::BertLoadReport& report, const std::string& hea
   std::string names;
   for (const auto& n : report.newly_initialized) names += (names.empty() ? "" : ", ") + n;
   throw std::runtime_error(report.file + " has no " + head + " (" + names + " missing); " + why);
+}
+
+// --svg: the attention weights of every layer and head for one sequence, as heatmaps. The encoder is walked
+// layer by layer as BertLayer::forward does, asking each self-attention for its weights (pre-LN models
+// attend over the normalised input); the walk must end in the model's own output.
+void write_attention_svg(const models::BertModel<float>& bert, const tokenizers::BertTokenizer& tok,
+                         const std::vector<std::int64_t>& ids, const std::string& text, const std::string& file) {
+  auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
+  std::copy(ids.begin(), ids.end(), input.data());
+  const bool pre_ln = bert.config().pre_layer_norm;
+  auto x = bert.embeddings.forward(input);
+  std::vector<eigenformer::Tensor<float, 4>> weights;
+  for (const auto& layer : bert.encoder.layer) {
+    eigenformer::Tensor<float, 4> w;
+    layer.attention.self.forward(pre_ln ? layer.attention.output.LayerNorm.forward(x) : x, nullptr, &w);
+    weights.push_back(w);
+    x = layer.forward(x, nullptr);
+  }
+  const auto expected = bert.forward(input).last_hidden_state;
+  float worst = 0;
+  for (index_t t = 0; t < x.shape()[1]; ++t)
+    for (index_t c = 0; c < x.shape()[2]; ++c) worst = std::max(worst, std::abs(x(0, t, c) - expected(0, t, c)));
+  if (!(worst <= 1e-4f))
+    throw std::logic_error("--svg: the layer-by-layer walk differs from BertModel.forward by " + std::to_string(worst));
+
+  std::vector<std::string> tokens;
+  for (const auto id : ids)
+    tokens.push_back(id < static_cast<std::int64_t>(tok.vocab_size()) ? tok.id_to_token(id) : "#" + std::to_string(id));
+  const index_t heads = bert.config().num_attention_heads;
+  namespace svg = eigenformer::io::svg;
+  svg::Figure fig("Attention weights (rows: queries, columns: keys) of \"" + text + "\"", static_cast<std::size_t>(heads));
+  const double cell = std::clamp(220.0 / static_cast<double>(ids.size()), 4.0, 24.0);
+  for (std::size_t l = 0; l < weights.size(); ++l) {
+    fig.new_row();
+    for (index_t h = 0; h < heads; ++h)
+      fig.add(svg::heatmap(weights[l].select(0, 0).select(0, h), {.title = "layer " + std::to_string(l) + ", head " + std::to_string(h),
+                                                                  .row_labels = tokens,
+                                                                  .col_labels = tokens,
+                                                                  .vmin = 0,
+                                                                  .cell_size = cell}));
+  }
+  fig.save(file);
 }
 
 std::string fixed6(double v) {
@@ -172,6 +223,7 @@ int fill_mask(const Options& o) {
   auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
   std::copy(ids.begin(), ids.end(), input.data());
   const auto logits = bert.model.forward(input).select(0, 0).select(0, static_cast<index_t>(mask_at)).contiguous();
+  if (!o.svg.empty()) write_attention_svg(bert.model.bert, tok, ids, o.text, o.svg);
   const index_t vocab = logits.shape()[0];
   const auto p = softmax(logits.data(), vocab);
   std::vector<index_t> order(static_cast<std::size_t>(vocab));
@@ -212,6 +264,7 @@ int classify(const Options& o) {
   const auto batch = bert.tokenizer.encode_batch(texts);  // padded to the longest, with the attention mask
   const auto logits = bert.model.forward(batch.input_ids, batch.attention_mask, batch.token_type_ids).contiguous();
   const index_t labels = logits.shape()[1];
+  if (!o.svg.empty()) write_attention_svg(bert.model.bert, bert.tokenizer, bert.tokenizer.encode(texts[0], true), texts[0], o.svg);
   std::string out;
   for (index_t b = 0; b < logits.shape()[0]; ++b) {
     if (b) out += '\n';
@@ -235,6 +288,7 @@ int embed(const Options& o) {
   auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
   std::copy(ids.begin(), ids.end(), input.data());
   const auto pooled = bert.model.forward(input).pooler_output.contiguous();
+  if (!o.svg.empty()) write_attention_svg(bert.model, bert.tokenizer, ids, o.text, o.svg);
   std::string out;
   for (index_t j = 0; j < pooled.shape()[1]; ++j) out += (j ? " " : "") + fixed6(pooled(0, j));
   out += '\n';

@@ -119,4 +119,22 @@ run(missing_dir 1 --model "${WORK_DIR}/nowhere" --fill-mask "[MASK]")
 if(NOT missing_dir_err MATCHES "nowhere: no such directory")
   message(FATAL_ERROR "bert --model nowhere: unexpected message:\n${missing_dir_err}")
 endif()
+# --svg: the attention of 2 layers x 3 heads over "[CLS] a great movie ! [SEP]" (6 tokens), one rect per
+# cell, the tokens as labels; the --classify output is unchanged.
+expect_stdout(classify_svg "${DATA}/bert_tiny_cli_expected/classify.txt"
+              --model "${CLS}" --classify "a great movie !" "the plot was boring and the acting awful ." "not a good film"
+              --svg "${WORK_DIR}/attention.svg")
+file(READ "${WORK_DIR}/attention.svg" _svg)
+string(REGEX MATCHALL "<rect class=\"cell\"" _cells "${_svg}")
+list(LENGTH _cells _n)
+if(NOT _n EQUAL 216)
+  message(FATAL_ERROR "bert --svg: ${_n} heatmap cells, expected 2 layers x 3 heads x 6 x 6 = 216")
+endif()
+string(REGEX MATCHALL "class=\"row-label\"[^>]*>\\[CLS\\]</text>" _cls "${_svg}")
+list(LENGTH _cls _n)
+if(NOT _n EQUAL 6 OR NOT _svg MATCHES "^<\\?xml" OR NOT _svg MATCHES "</svg>\n$")
+  message(FATAL_ERROR "bert --svg: not the expected document (${_n} [CLS] row labels, expected 6)")
+endif()
+fails(svg_no_dir 1 "cannot create a temporary file" --model "${CLS}" --classify "a" --svg "${WORK_DIR}/nowhere/a.svg")
+
 message(STATUS "bert_smoke: all checks passed")

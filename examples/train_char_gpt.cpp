@@ -4,11 +4,14 @@
 //   train_char_gpt                                   # tiny Shakespeare, 2000 iterations, then a sample
 //   train_char_gpt --iters 200 --eval-interval 50 --eval-iters 20 --save out --log run.csv
 //   train_char_gpt --resume out --iters 2000        # continue from out's step to 2000
+//   train_char_gpt --iters 500 --plot run.svg        # the loss curves and the learning rate as a picture
+//   train_char_gpt --plot run.svg --from-log run.csv  # the same picture from a --log file, without training
 //
 // Usage: train_char_gpt [--data FILE] [--n-layer N] [--n-head N] [--n-embd N] [--block-size N]
 //          [--batch-size N] [--dropout P] [--lr F] [--min-lr F] [--warmup N] [--iters N] [--weight-decay F]
 //          [--grad-clip F] [--seed S] [--eval-interval N] [--eval-iters N] [--sample N] [--temperature F]
-//          [--top-k K] [--save DIR] [--resume DIR] [--log FILE.csv] [--quiet]
+//          [--top-k K] [--save DIR] [--resume DIR] [--log FILE.csv] [--plot FILE.svg] [--quiet]
+//        train_char_gpt --plot FILE.svg --from-log FILE.csv
 //   --data FILE     the corpus (default $EIGENFORMER_DATA_DIR/tinyshakespeare/input.txt, else
 //                   ../shared/data/tinyshakespeare/input.txt); 90% train, 10% val
 //   model/optimizer nanoGPT's CPU defaults: 4 layers, 4 heads, 128 channels, block 64, batch 12, dropout 0,
@@ -23,14 +26,20 @@
 //                   flags are ignored, the lr schedule is the checkpoint's; --iters sets where to stop, and
 //                   the evaluation, sampling, --save and --log flags apply)
 //   --log FILE.csv  one row per step (kind=train: step, lr, loss) and per evaluation (kind=eval)
+//   --plot FILE.svg draws this run's curves, rewritten at every evaluation: the loss of every training batch
+//                   with the evaluations' train and val losses, and the learning rate schedule
+//   --from-log FILE.csv  draw --plot from a --log file instead (of a finished run, or one still going;
+//                   an appended --resume log gives the whole history) and stop
 //   --quiet         plain progress lines instead of the bar, even on a terminal
 // The last lines are "val loss X.XXXX" and the sample. Progress goes to stderr: a bar when stderr is a
 // terminal, else (or with --quiet) a line every eval interval / 10 steps. Exit status: 0, 2 for a bad flag, 1 for other errors.
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/train/char_lm.hpp>
 #include <fstream>
 #include <iostream>
@@ -41,6 +50,7 @@
 
 namespace ef = eigenformer;
 namespace train = eigenformer::train;
+namespace svg = eigenformer::io::svg;
 
 namespace {
 
@@ -50,7 +60,7 @@ struct usage_error : std::runtime_error {
 
 struct Options {
   train::CharLMConfig config;
-  std::string data, save, resume, log;
+  std::string data, save, resume, log, plot, from_log;
   bool iters_set = false;
   std::int64_t eval_interval = 250, eval_iters = 200, sample = 300, top_k = 200;
   double temperature = 0.8;
@@ -109,6 +119,8 @@ Options parse(int argc, char** argv) {
     else if (flag == "--save") o.save = next();
     else if (flag == "--resume") o.resume = next();
     else if (flag == "--log") o.log = next();
+    else if (flag == "--plot") o.plot = next();
+    else if (flag == "--from-log") o.from_log = next();
     else if (flag == "--n-layer") c.n_layer = integer(flag, next(), 1);
     else if (flag == "--n-head") c.n_head = integer(flag, next(), 1);
     else if (flag == "--n-embd") c.n_embd = integer(flag, next(), 1);
@@ -132,6 +144,7 @@ Options parse(int argc, char** argv) {
   if (c.n_embd % c.n_head != 0)
     throw usage_error("--n-embd " + std::to_string(c.n_embd) + " must be divisible by --n-head " + std::to_string(c.n_head));
   if (c.min_lr > c.lr) throw usage_error("--min-lr must not exceed --lr");
+  if (!o.from_log.empty() && o.plot.empty()) throw usage_error("--from-log FILE.csv draws --plot FILE.svg: add --plot");
   if (o.resume.empty() && c.iters <= c.warmup) throw usage_error("--iters must be greater than --warmup");
   return o;
 }
@@ -193,7 +206,43 @@ class Progress {
   bool tty_, dirty_ = false;
 };
 
+// --plot: what the run has measured so far.
+struct Curves {
+  svg::Series batch{.name = "train batch", .color = "#a6c8e6"}, train{.name = "train (eval)"}, val{.name = "val (eval)"};
+  svg::Series lr{.name = "learning rate"};
+
+  void draw(const std::string& file) const {
+    svg::Figure fig("train_char_gpt", 2);
+    svg::LineChart loss{.title = "Loss", .x_label = "step", .y_label = "cross-entropy (nats per character)"};
+    for (const auto* s : {&batch, &train, &val})
+      if (!s->x.empty()) loss.series.push_back(*s);
+    if (!loss.series.empty()) fig.add(loss);
+    if (!lr.x.empty()) fig.add(svg::LineChart{.title = "Learning rate", .x_label = "step", .y_label = "lr", .series = {lr}});
+    if (fig.size() > 0) fig.save(file);
+  }
+};
+
+// --from-log: the curves of a --log file (kind,step,lr,loss,train_loss,val_loss).
+int plot_from_log(const Options& o) {
+  const auto log = svg::CsvLog::read(o.from_log);
+  Curves c;
+  auto take = [](svg::Series& into, svg::Series from) {
+    into.x = std::move(from.x);
+    into.y = std::move(from.y);
+  };
+  take(c.batch, log.series("", "step", "loss", "kind", "train"));
+  take(c.lr, log.series("", "step", "lr", "kind", "train"));
+  take(c.train, log.series("", "step", "train_loss", "kind", "eval"));
+  take(c.val, log.series("", "step", "val_loss", "kind", "eval"));
+  if (c.batch.x.empty() && c.train.x.empty()) throw std::runtime_error(o.from_log + ": no training or evaluation rows to draw");
+  c.draw(o.plot);
+  std::fprintf(stderr, "train_char_gpt: drew %zu steps and %zu evaluations of %s in %s\n", c.batch.x.size(),
+               c.train.x.size(), o.from_log.c_str(), o.plot.c_str());
+  return 0;
+}
+
 int run(const Options& o) {
+  if (!o.from_log.empty()) return plot_from_log(o);
   using clock = std::chrono::steady_clock;
   const std::string path = o.data.empty() ? default_data() : o.data;
   const std::string text = read_file(path);
@@ -236,6 +285,7 @@ int run(const Options& o) {
   }
 
   Progress progress(iters, o.eval_interval, o.quiet);
+  Curves curves;
   double val = std::numeric_limits<double>::quiet_NaN();
   auto evaluate = [&] {
     const double tr = trainer->estimate_loss(data.train, o.eval_iters, 0);
@@ -244,6 +294,13 @@ int run(const Options& o) {
     std::printf("step %lld: train loss %.4f, val loss %.4f\n", static_cast<long long>(trainer->step()), tr, val);
     std::fflush(stdout);
     if (log) log << "eval," << trainer->step() << ",,," << tr << "," << val << "\n" << std::flush;
+    if (!o.plot.empty()) {
+      if (std::isfinite(tr) && std::isfinite(val)) {
+        curves.train.x.push_back(static_cast<double>(trainer->step())), curves.train.y.push_back(tr);
+        curves.val.x.push_back(static_cast<double>(trainer->step())), curves.val.y.push_back(val);
+      }
+      curves.draw(o.plot);
+    }
     if (!o.save.empty()) trainer->save(o.save);
   };
 
@@ -268,6 +325,11 @@ int run(const Options& o) {
     ++window_steps;
     its = static_cast<double>(window_steps) / std::chrono::duration<double>(t1 - window).count();
     if (log) log << "train," << trainer->step() - 1 << "," << r.lr << "," << r.loss << ",,\n";
+    if (!o.plot.empty() && std::isfinite(r.loss)) {  // a diverged step leaves a gap rather than stopping the run
+      const auto x = static_cast<double>(trainer->step() - 1);
+      curves.batch.x.push_back(x), curves.batch.y.push_back(r.loss);
+      curves.lr.x.push_back(x), curves.lr.y.push_back(r.lr);
+    }
     progress.update(trainer->step(), last_loss, its);
   }
   const std::int64_t trained = trainer->step() - first;
@@ -296,7 +358,8 @@ int main(int argc, char** argv) {
                    "         [--batch-size N] [--dropout P] [--lr F] [--min-lr F] [--warmup N] [--iters N]\n"
                    "         [--weight-decay F] [--grad-clip F] [--seed S] [--eval-interval N] [--eval-iters N]\n"
                    "         [--sample N] [--temperature F] [--top-k K] [--save DIR] [--resume DIR] [--log FILE.csv]\n"
-                   "         [--quiet]\n";
+                   "         [--plot FILE.svg] [--quiet]\n"
+                   "       train_char_gpt --plot FILE.svg --from-log FILE.csv\n";
       return 0;
     }
     std::cerr << "train_char_gpt: " << e.what() << "\n";

@@ -3,7 +3,7 @@
 // classification report and a confusion matrix on the test set.
 //
 //   train_sentiment                                   # default recipe on $EIGENFORMER_DATA_DIR/sst2
-//   train_sentiment --save sst2-model --log run.csv
+//   train_sentiment --save sst2-model --log run.csv --plot run.svg
 //   train_sentiment --load sst2-model --predict "a gorgeous , witty film" "a dull mess"
 //   train_sentiment --load sst2-model --eval
 //   train_sentiment --recipe seed --max-steps 20       # the seed's configuration (GPT-2 ids, pre-LN, 256 wide)
@@ -27,6 +27,11 @@
 //            100 epochs. Not the seed's: Hugging Face's N(0, 0.02) initialisation instead of PyTorch's
 //            defaults, and no dropout inside the feed-forward (BERT has none there).
 //
+// --plot FILE.svg draws the run as it goes (rewritten after every epoch): the loss and the accuracy of every
+// training batch with the epoch means and the dev set's, and at the end the test set's confusion matrix. With
+// --load DIR --eval it draws that confusion matrix alone. --plot FILE.svg --from-log FILE.csv draws the
+// curves of a --log file instead (the confusion matrix is not in the log) and stops.
+//
 // --dump-ids FILE (not in --help: a tool for the PyTorch twin) writes the recipe's token ids of every split
 // and stops: a line "pad P vocab V", then per sentence "split label id id ...", split train, dev or test, the
 // ids with [CLS] and [SEP] and without padding, in file order. The twin reads them instead of tokenizing.
@@ -38,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/models/pretrained_bert_tokenizer.hpp>
 #include <eigenformer/tokenizers/gpt2.hpp>
 #include <eigenformer/tokenizers/pipeline.hpp>
@@ -62,6 +68,7 @@ namespace fs = std::filesystem;
 namespace models = eigenformer::models;
 namespace tokenizers = eigenformer::tokenizers;
 namespace train = eigenformer::train;
+namespace svg = eigenformer::io::svg;
 using eigenformer::index_t;
 using Model = models::BertForSequenceClassification<float>;
 using Clock = std::chrono::steady_clock;
@@ -72,8 +79,9 @@ constexpr const char* usage =
     "usage: train_sentiment [--data DIR] [--recipe default|seed] [--vocab FILE] [--init HF_DIR] [--epochs N]\n"
     "         [--batch-size N] [--lr X] [--seed N] [--max-length N] [--max-steps N] [--layers N] [--hidden N]\n"
     "         [--heads N] [--ff N] [--dropout P] [--pre-ln] [--warmup-ratio R] [--weight-decay W] [--clip C]\n"
-    "         [--log FILE.csv] [--save DIR] [--quiet]\n"
-    "       train_sentiment --load DIR (--predict TEXT... | --eval [--data DIR])";
+    "         [--log FILE.csv] [--plot FILE.svg] [--save DIR] [--quiet]\n"
+    "       train_sentiment --load DIR (--predict TEXT... | --eval [--data DIR] [--plot FILE.svg])\n"
+    "       train_sentiment --plot FILE.svg --from-log FILE.csv";
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -141,7 +149,7 @@ struct Recipe {
 
 struct Options {
   std::string recipe = "default";
-  std::optional<std::string> data, vocab, init, log, save, load, dump_ids;
+  std::optional<std::string> data, vocab, init, log, plot, from_log, save, load, dump_ids;
   std::optional<std::int64_t> epochs, batch_size, max_length, layers, hidden, heads, ff;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, dropout, warmup_ratio, weight_decay, clip;
@@ -192,6 +200,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--vocab") o.vocab = value();
     else if (a == "--init") o.init = value();
     else if (a == "--log") o.log = value();
+    else if (a == "--plot") o.plot = value();
+    else if (a == "--from-log") o.from_log = value();
     else if (a == "--save") o.save = value();
     else if (a == "--dump-ids") o.dump_ids = value();
     else if (a == "--load") o.load = value();
@@ -224,6 +234,9 @@ Options parse(int argc, char** argv) {
   if ((o.predict || o.eval) && !o.load) throw usage_error("--predict and --eval need --load DIR");
   if (o.load && !o.predict && !o.eval) throw usage_error("--load DIR needs --predict TEXT... or --eval");
   if (o.load && o.init) throw usage_error("--load and --init cannot be combined");
+  if (o.from_log && !o.plot) throw usage_error("--from-log FILE.csv draws --plot FILE.svg: add --plot");
+  if (o.from_log && o.load) throw usage_error("--from-log draws a log; it does not go with --load");
+  if (o.load && o.plot && !o.eval) throw usage_error("--plot with --load draws the --eval confusion matrix: add --eval");
   return o;
 }
 
@@ -320,6 +333,58 @@ void print_test_report(train::Predictions& p, const std::vector<std::string>& la
   std::cout.flush();
 }
 
+// --plot: what the run has measured so far.
+struct Curves {
+  svg::Series batch_loss{.name = "train batch"}, epoch_loss{.name = "train (epoch mean)"}, dev_loss{.name = "dev"};
+  svg::Series batch_acc{.name = "train batch"}, epoch_acc{.name = "train (epoch mean)"}, dev_acc{.name = "dev"};
+};
+
+svg::Heatmap confusion_picture(const train::Predictions& p, const std::vector<std::string>& labels, const std::string& what) {
+  char title[96];
+  std::snprintf(title, sizeof title, "Confusion matrix, %s (accuracy %.4f)", what.c_str(), p.accuracy());
+  return svg::confusion_matrix(train::confusion_matrix(p.labels, p.predicted, labels.size()), labels, title);
+}
+
+void draw(const std::string& file, const Curves& c, const train::Predictions* test, const std::vector<std::string>& labels) {
+  svg::Figure fig("train_sentiment", 3);
+  const auto light = [](svg::Series s) {
+    s.color = "#a6c8e6";  // the noisy per-batch values in a pale colour behind the means
+    return s;
+  };
+  auto chart = [&](const char* title, const char* y, const svg::Series& batch, const svg::Series& epoch, const svg::Series& dev,
+                   std::optional<double> ymin, std::optional<double> ymax) {
+    svg::LineChart ch{.title = title, .x_label = "step", .y_label = y, .ymin = ymin, .ymax = ymax};
+    for (const auto* s : {&batch, &epoch, &dev})
+      if (!s->x.empty()) ch.series.push_back(s == &batch ? light(*s) : *s);
+    if (!ch.series.empty()) fig.add(ch);
+  };
+  chart("Loss", "cross-entropy", c.batch_loss, c.epoch_loss, c.dev_loss, std::nullopt, std::nullopt);
+  chart("Accuracy", "accuracy", c.batch_acc, c.epoch_acc, c.dev_acc, 0.0, 1.0);
+  if (test) fig.add(confusion_picture(*test, labels, "test set"));
+  if (fig.size() > 0) fig.save(file);
+}
+
+// --from-log: the curves of a --log file (kind=step rows per batch, kind=epoch rows with the dev figures).
+int plot_from_log(const Options& o) {
+  const auto log = svg::CsvLog::read(*o.from_log);
+  Curves c;
+  auto take = [](svg::Series& into, svg::Series from) {
+    into.x = std::move(from.x);
+    into.y = std::move(from.y);
+  };
+  take(c.batch_loss, log.series("", "step", "loss", "kind", "step"));
+  take(c.batch_acc, log.series("", "step", "accuracy", "kind", "step"));
+  take(c.epoch_loss, log.series("", "step", "loss", "kind", "epoch"));
+  take(c.epoch_acc, log.series("", "step", "accuracy", "kind", "epoch"));
+  take(c.dev_loss, log.series("", "step", "dev_loss", "kind", "epoch"));
+  take(c.dev_acc, log.series("", "step", "dev_accuracy", "kind", "epoch"));
+  if (c.batch_loss.x.empty() && c.epoch_loss.x.empty()) throw std::runtime_error(*o.from_log + ": no step or epoch rows to draw");
+  draw(*o.plot, c, nullptr, {});
+  std::fprintf(stderr, "train_sentiment: drew %zu steps and %zu epochs of %s in %s\n", c.batch_loss.x.size(),
+               c.epoch_loss.x.size(), o.from_log->c_str(), o.plot->c_str());
+  return 0;
+}
+
 void check_labels(const std::vector<train::EncodedExample>& d, std::int64_t n, const std::string& file) {
   for (const auto& e : d)
     if (e.label >= n)
@@ -360,6 +425,11 @@ int run_loaded(const Options& o) {
     check_labels(test, model.num_labels(), (data_dir / "test.txt").string());
     auto p = train::predict(model, test, 64, enc.pad, pad_to);
     print_test_report(p, r.labels);
+    if (o.plot) {
+      svg::Figure fig("train_sentiment --eval");
+      fig.add(confusion_picture(p, r.labels, (data_dir / "test.txt").string()));
+      fig.save(*o.plot);
+    }
   }
   return 0;
 }
@@ -506,6 +576,7 @@ int run_training(const Options& o) {
   }
 
   const bool bar = !o.quiet && ::isatty(2);
+  Curves curves;
   double best_dev = -1;
   std::int64_t best_epoch = 0;
   std::vector<std::vector<float>> best;
@@ -536,6 +607,12 @@ int run_training(const Options& o) {
             << csv_num(s.grad_norm) << "," << csv_num(eps) << ","
             << csv_num(std::chrono::duration<double>(now - train_start).count()) << ",,\n" << std::flush;
       const double mean_loss = loss_sum / static_cast<double>(seen), acc = static_cast<double>(correct) / static_cast<double>(seen);
+      if (o.plot && std::isfinite(s.loss)) {  // a diverged batch leaves a gap rather than stopping the run
+        const auto x = static_cast<double>(step + 1);
+        curves.batch_loss.x.push_back(x), curves.batch_loss.y.push_back(s.loss);
+        curves.batch_acc.x.push_back(x);
+        curves.batch_acc.y.push_back(static_cast<double>(s.correct) / static_cast<double>(std::max<std::int64_t>(s.count, 1)));
+      }
       if (bar) {
         if (now - last_draw >= std::chrono::milliseconds(100) || k + 1 == epoch_steps) {
           last_draw = now;
@@ -572,6 +649,14 @@ int run_training(const Options& o) {
           << csv_num(static_cast<double>(seen) / std::max(train_seconds, 1e-9)) << ","
           << csv_num(std::chrono::duration<double>(Clock::now() - train_start).count()) << "," << csv_num(dev_acc) << ","
           << csv_num(dev.mean_loss) << "\n" << std::flush;
+    if (o.plot && std::isfinite(train_loss) && std::isfinite(dev.mean_loss)) {
+      const auto x = static_cast<double>(step);
+      curves.epoch_loss.x.push_back(x), curves.epoch_loss.y.push_back(train_loss);
+      curves.epoch_acc.x.push_back(x), curves.epoch_acc.y.push_back(train_acc);
+      curves.dev_loss.x.push_back(x), curves.dev_loss.y.push_back(dev.mean_loss);
+      curves.dev_acc.x.push_back(x), curves.dev_acc.y.push_back(dev_acc);
+      draw(*o.plot, curves, nullptr, r.labels);
+    }
   }
   const double wall = std::chrono::duration<double>(Clock::now() - train_start).count();
   if (!best.empty()) train::restore_parameters(model, best);
@@ -582,6 +667,10 @@ int run_training(const Options& o) {
   auto test = train::predict(model, test_set, 64, enc.pad, pad_to);
   print_test_report(test, r.labels);
   if (log.is_open()) log << "test,,," << csv_num(test.mean_loss) << "," << csv_num(test.accuracy()) << ",,,,,,\n";
+  if (o.plot) {
+    draw(*o.plot, curves, &test, r.labels);
+    std::fprintf(stderr, "train_sentiment: drew the curves and the confusion matrix in %s\n", o.plot->c_str());
+  }
   if (o.save) {
     auto files = enc.files;
     files.emplace_back("recipe.json", r.to_json().dump(2) + "\n");
@@ -598,6 +687,7 @@ int run_training(const Options& o) {
 int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
+    if (o.from_log) return plot_from_log(o);
     return o.load ? run_loaded(o) : run_training(o);
   } catch (const usage_error& e) {
     std::cerr << "train_sentiment: " << e.what() << " (see --help)\n";
