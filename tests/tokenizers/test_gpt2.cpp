@@ -110,12 +110,7 @@ GPT2Tokenizer load_tiny(const TempDir& dir, const TinyVocab& v = tiny_vocab()) {
 
 std::string what_of_loading(const TinyVocab& v) {
   TempDir dir;
-  try {
-    load_tiny(dir, v);
-  } catch (const vocab_error& e) {
-    return e.what();
-  }
-  return "(no exception)";
+  return eftest::error_of<vocab_error>([&] { load_tiny(dir, v); });
 }
 
 std::vector<std::string> pieces(std::string_view text) {

@@ -83,7 +83,7 @@ TEST_CASE("pipeline: classifier input truncates to max_len - 2, adds [CLS]/[SEP]
   CHECK(batch.attention_mask.to_vector() == Ids{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1});
 
   CHECK(tk::ClassifierInput(tok, 2).encode("a bb") == Ids{101, 102});
-  CHECK(error_of([&] { tk::ClassifierInput(tok, 1); }) == "ClassifierInput: max_len 1 leaves no room for [CLS] and [SEP]");
+  CHECK(error_of<std::invalid_argument>([&] { tk::ClassifierInput(tok, 1); }) == "ClassifierInput: max_len 1 leaves no room for [CLS] and [SEP]");
 }
 
 TEST_CASE("pipeline: sliding windows, target = input shifted by one, with stride (figures 1.246-1.247)") {
@@ -106,8 +106,8 @@ TEST_CASE("pipeline: sliding windows, target = input shifted by one, with stride
   CHECK(b.inputs.to_vector() == Ids{4, 5, 6, 7, 0, 1, 2, 3});
   CHECK(b.targets.to_vector() == Ids{5, 6, 7, 8, 1, 2, 3, 4});
 
-  CHECK(error_of([&] { strided.batch(Ids{3}); }) == "SlidingWindowDataset: window 3 is outside [0, 3)");
-  CHECK(error_of([&] { strided.batch(Ids{-1}); }) == "SlidingWindowDataset: window -1 is outside [0, 3)");
+  CHECK(error_of<std::out_of_range>([&] { strided.batch(Ids{3}); }) == "SlidingWindowDataset: window 3 is outside [0, 3)");
+  CHECK(error_of<std::out_of_range>([&] { strided.batch(Ids{-1}); }) == "SlidingWindowDataset: window -1 is outside [0, 3)");
   CHECK_THROWS_AS(strided[3], std::out_of_range);
   CHECK_THROWS_AS(tk::SlidingWindowDataset(iota_ids(5), 0, 1), std::invalid_argument);
   CHECK_THROWS_AS(tk::SlidingWindowDataset(iota_ids(5), 2, 0), std::invalid_argument);
@@ -157,7 +157,7 @@ TEST_CASE("pipeline: DataLoader equals torch.utils.data.DataLoader batch for bat
 }
 
 TEST_CASE("pipeline: DataLoader bad arguments") {
-  CHECK(error_of([] { tk::DataLoader(10, {.batch_size = 0}); }) == "DataLoader: batch_size must be positive");
+  CHECK(error_of<std::invalid_argument>([] { tk::DataLoader(10, {.batch_size = 0}); }) == "DataLoader: batch_size must be positive");
   CHECK_THROWS_AS(tk::DataLoader(0, {.batch_size = 2, .shuffle = true}), std::invalid_argument);
   CHECK(tk::DataLoader(0, {.batch_size = 2}).epoch().empty());
 }

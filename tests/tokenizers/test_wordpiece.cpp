@@ -289,7 +289,7 @@ TEST_CASE("wordpiece: encode_plus as Hugging Face's (specials, token types, trun
     CHECK(e.input_ids == Ids{2, 8, 9, 3, 8, 3});
   }
   SUBCASE("truncation cannot remove the special tokens") {
-    const auto msg = error_of([&] { tok.encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
+    const auto msg = error_of<std::invalid_argument>([&] { tok.encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
     CHECK(msg.find("max_length 2") != std::string::npos);
     CHECK(msg.find("3 special tokens") != std::string::npos);
   }
@@ -311,39 +311,39 @@ TEST_CASE("wordpiece: encode_batch gives [batch, length] tensors") {
   CHECK(b.token_type_ids.to_vector() == Ids{0, 0, 0, 1, 1, 0, /**/ 0, 0, 0, 0, 1, 1});
   CHECK(b.attention_mask.to_vector() == Ids{1, 1, 1, 1, 1, 0, /**/ 1, 1, 1, 1, 1, 1});
 
-  CHECK(error_of([&] { tok.encode_batch(texts, {}, {.padding = tk::Padding::none}); })
+  CHECK(error_of<std::invalid_argument>([&] { tok.encode_batch(texts, {}, {.padding = tk::Padding::none}); })
             .find("use Padding::longest") != std::string::npos);
-  CHECK(error_of([&] { tok.encode_batch(texts, std::vector<std::string>{"x"}); }).find("2 texts but 1 pairs") !=
+  CHECK(error_of<std::invalid_argument>([&] { tok.encode_batch(texts, std::vector<std::string>{"x"}); }).find("2 texts but 1 pairs") !=
         std::string::npos);
 }
 
 TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, or the id and size") {
   SUBCASE("missing file") {
-    const auto msg = error_of([] { tk::BertTokenizer::from_file("/nonexistent/dir/vocab.txt"); });
+    const auto msg = error_of<tk::vocab_error>([] { tk::BertTokenizer::from_file("/nonexistent/dir/vocab.txt"); });
     CHECK(msg == "/nonexistent/dir/vocab.txt: cannot open the vocabulary file");
   }
   SUBCASE("empty file") {
     const TempFile f("empty_vocab.txt", "");
-    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) ==
+    CHECK(error_of<tk::vocab_error>([&] { tk::BertTokenizer::from_file(f.path); }) ==
           f.path.string() + ": empty file, expected one token per line");
   }
   SUBCASE("duplicate token") {
     const TempFile f("dup_vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\nhello\n");
-    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) ==
+    CHECK(error_of<tk::vocab_error>([&] { tk::BertTokenizer::from_file(f.path); }) ==
           f.path.string() + ":8: duplicate token \"hello\" (first on line 6)");
   }
   SUBCASE("blank line") {
     const TempFile f("blank_vocab.txt", "[PAD]\n[UNK]\n\n[CLS]\n");
-    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) == f.path.string() + ":3: empty token (blank line)");
+    CHECK(error_of<tk::vocab_error>([&] { tk::BertTokenizer::from_file(f.path); }) == f.path.string() + ":3: empty token (blank line)");
   }
   SUBCASE("invalid UTF-8") {
     const TempFile f("utf8_vocab.txt", "[PAD]\n[UNK]\nab\xFF\n");
-    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }) ==
+    CHECK(error_of<tk::vocab_error>([&] { tk::BertTokenizer::from_file(f.path); }) ==
           f.path.string() + ":3: invalid UTF-8 at byte 2 of the token");
   }
   SUBCASE("missing special token") {
     const TempFile f("nomask_vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
-    CHECK(error_of([&] { tk::BertTokenizer::from_file(f.path); }).starts_with(f.path.string() + ": no [MASK] token"));
+    CHECK(error_of<tk::vocab_error>([&] { tk::BertTokenizer::from_file(f.path); }).starts_with(f.path.string() + ": no [MASK] token"));
   }
   SUBCASE("CRLF lines and a missing final newline are fine") {
     const TempFile f("crlf_vocab.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nhello");
@@ -353,8 +353,8 @@ TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, o
   }
   SUBCASE("ids outside the vocabulary") {
     const auto& tok = toy();
-    CHECK(error_of([&] { tok.decode(Ids{8, 19}); }) == "id 19 is outside the vocabulary (size 19)");
-    CHECK(error_of([&] { tok.decode(Ids{-1}); }) == "id -1 is outside the vocabulary (size 19)");
+    CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{8, 19}); }) == "id 19 is outside the vocabulary (size 19)");
+    CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{-1}); }) == "id -1 is outside the vocabulary (size 19)");
     CHECK_THROWS_AS(tok.id_to_token(1000), tk::token_id_error);
     CHECK_THROWS_AS(tok.id_to_token(1000), std::out_of_range);
   }

@@ -262,20 +262,20 @@ TEST_CASE("optimizers and schedules: bad input") {
   nn::Parameter<float, 1> p(ef::zeros<float>({3}));
   nn::ParameterList<float> list;
   add_named(list, "p", p);
-  CHECK(error_of([&] { train::AdamW<float>(list, {.lr = -1}); }) == "AdamW: lr must be >= 0, got -1.000000");
-  CHECK(error_of([&] { train::AdamW<float>(list, {.beta1 = 1.0}); }) == "AdamW: beta1 must be in [0, 1), got 1.000000");
-  CHECK(error_of([&] { train::AdamW<float>(list, {.beta2 = -0.1}); }) == "AdamW: beta2 must be in [0, 1), got -0.100000");
-  CHECK(error_of([&] { train::AdamW<float>(list, {.weight_decay = -0.1}); }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.lr = -1}); }) == "AdamW: lr must be >= 0, got -1.000000");
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.beta1 = 1.0}); }) == "AdamW: beta1 must be in [0, 1), got 1.000000");
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.beta2 = -0.1}); }) == "AdamW: beta2 must be in [0, 1), got -0.100000");
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.weight_decay = -0.1}); }) ==
         "AdamW: weight_decay must be >= 0, got -0.100000");
-  CHECK(error_of([&] { train::SGD<float>(list, {.momentum = 0, .nesterov = true}); }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::SGD<float>(list, {.momentum = 0, .nesterov = true}); }) ==
         "SGD: nesterov needs momentum > 0 and dampening 0");
   auto bad = list;
   bad[0].state = nullptr;
-  CHECK(error_of([&] { train::AdamW<float>{bad}; }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>{bad}; }) ==
         "AdamW: parameter p has no gradient state (build the list with Module::named_parameters())");
-  CHECK(error_of([&] { train::clip_grad_norm(list, -1.0); }) == "clip_grad_norm: max_norm must be >= 0, got -1.000000");
-  CHECK(error_of([] { train::cosine_with_warmup(-1, 10, 100); }) == "cosine_with_warmup: step must be >= 0, got -1");
-  CHECK(error_of([] { train::linear_with_warmup(1, -2, 100); }) == "linear_with_warmup: warmup must be >= 0, got -2");
-  CHECK(error_of([] { train::nanogpt_lr(1, 1e-3, 1e-4, 10, 10); }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::clip_grad_norm(list, -1.0); }) == "clip_grad_norm: max_norm must be >= 0, got -1.000000");
+  CHECK(error_of<std::invalid_argument>([] { train::cosine_with_warmup(-1, 10, 100); }) == "cosine_with_warmup: step must be >= 0, got -1");
+  CHECK(error_of<std::invalid_argument>([] { train::linear_with_warmup(1, -2, 100); }) == "linear_with_warmup: warmup must be >= 0, got -2");
+  CHECK(error_of<std::invalid_argument>([] { train::nanogpt_lr(1, 1e-3, 1e-4, 10, 10); }) ==
         "nanogpt_lr: decay_iters (10) must be greater than warmup (10)");
 }
