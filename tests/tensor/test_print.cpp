@@ -135,8 +135,10 @@ json load_print_fixture(const std::string& file) {
 // The case of print_handwritten.json named `name`: PyTorch's repr of the tensor the test below builds.
 const json& handwritten(const std::string& name) {
   static const json by_name = [] {
+    // Named: C++20 keeps only the range expression's own result alive, not the file .at() points into.
+    const json file = load_print_fixture("print_handwritten.json");
     json out = json::object();
-    for (const auto& c : load_print_fixture("print_handwritten.json").at("cases")) out[c.at("name").get<std::string>()] = c;
+    for (const auto& c : file.at("cases")) out[c.at("name").get<std::string>()] = c;
     return out;
   }();
   if (!by_name.contains(name)) throw std::runtime_error("print_handwritten.json: no case named " + name);
