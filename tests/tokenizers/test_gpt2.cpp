@@ -426,7 +426,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("gpt2 data: hard cases equal tiktoken's ids (100% agreement)") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
     const auto& hard = reference().at("hard_cases");
@@ -471,7 +470,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("gpt2 data: tiny Shakespeare equals tiktoken's ids, whole and per 100 lines (100% agreement)") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
     const auto& ref = reference().at("tinyshakespeare");
@@ -508,7 +506,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("gpt2 data: ill-formed UTF-8 encodes byte by byte and round-trips") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
     // A lone 0xFF is the token of byte 0xFF, spelled "ÿ"; a truncated "é" is the token of byte 0xC3 ("Ã").
@@ -520,7 +517,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("gpt2 data: decode(encode(x)) == x on random byte strings") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
     std::mt19937 rng(2024);
@@ -531,7 +527,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("gpt2 data: the rescanning and priority-queue merge loops give the same tokens") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
     std::mt19937 rng(7);

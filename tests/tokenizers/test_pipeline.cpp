@@ -194,7 +194,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("pipeline: sliding windows over tiny Shakespeare's characters") {
-
     if (!eftest::data_dir_configured()) return;
     const std::string dir = EIGENFORMER_DATA_DIR;
     REQUIRE_MESSAGE(!dir.empty(), "EIGENFORMER_DATA_DIR is not set");

@@ -385,7 +385,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("wordpiece: all 9,613 SST-2 sentences equal the reference ids") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
     const json& sst2 = reference().at("sst2");
@@ -431,7 +430,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("wordpiece: every line of the hard-case file equals the reference") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
     const std::string file = read_bytes(std::filesystem::path(EIGENFORMER_TEST_DATA_DIR) / "tokenizer_hard_cases.txt");
@@ -457,7 +455,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("wordpiece: ids of the byte cases (invalid UTF-8) equal the reference") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
     std::size_t ran = 0;
@@ -471,7 +468,6 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("wordpiece: ids of the code point sweep equal the reference") {
-
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
     const json& sweep = reference().at("sweep");
