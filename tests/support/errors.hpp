@@ -38,7 +38,9 @@ std::string error_of(F&& f) {
     f();
   } catch (const std::exception& e) {
     if (typeid(e) == typeid(E)) return e.what();
-    FAIL_CHECK("threw " << type_name(typeid(e)) << " (\"" << e.what() << "\"), expected " << type_name(typeid(E)));
+    // doctest streams a const char* as a pointer: the message goes in as a std::string.
+    FAIL_CHECK("threw " << type_name(typeid(e)) << " (\"" << std::string(e.what()) << "\"), expected "
+                          << type_name(typeid(E)));
     return "(wrong exception type)";
   } catch (...) {
     FAIL_CHECK("threw something that is not a std::exception, expected " << type_name(typeid(E)));
