@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "io_test_support.hpp"
+#include "support/cases.hpp"
+#include "support/errors.hpp"
 #include "support/fixtures.hpp"
 
 #if __has_include(<unistd.h>)
@@ -51,15 +53,6 @@ void check_bits(const std::vector<T>& got, const json& expected, const std::stri
     if (!ok && bad++ < 5) FAIL_CHECK("element " << i << ": " << got[i] << " vs expected " << want);
   }
   CHECK(bad == 0);
-}
-
-std::string thrown_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io::checkpoint_error& e) {
-    return e.what();
-  }
-  return "<no checkpoint_error thrown>";
 }
 
 }  // namespace
@@ -181,7 +174,7 @@ TEST_CASE("safetensors: every malformed file throws checkpoint_error naming the 
     INFO(file << ": " << item.at("defect").get<std::string>());
     REQUIRE_MESSAGE(reasons.count(stem), "no expected reason for " << file);
     const std::string path = data_dir() + "/" + file;
-    const std::string msg = thrown_message([&] { (void)io::SafeTensorsFile::from_file(path); });
+    const std::string msg = error_of<io::checkpoint_error>([&] { (void)io::SafeTensorsFile::from_file(path); });
     INFO("message: " << msg);
     CHECK(msg.rfind(path + ": ", 0) == 0);  // starts with the file
     CHECK(msg.find(reasons.at(stem)) != std::string::npos);
@@ -192,24 +185,24 @@ TEST_CASE("safetensors: every malformed file throws checkpoint_error naming the 
 TEST_CASE("safetensors: reading errors name the tensor, its shape and dtype, and the closest names") {
   const std::string file = data_dir() + "/reference.safetensors";
   const auto f = io::SafeTensorsFile::from_file(file);
-  CHECK(thrown_message([&] { (void)f.get<float, 1>("f32.matrix"); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<float, 1>("f32.matrix"); }) ==
         file + ": tensor \"f32.matrix\" has shape [3, 5] (rank 2), not rank 1");
-  CHECK(thrown_message([&] { (void)f.get<float, 2>("f32.matrx"); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<float, 2>("f32.matrx"); }) ==
         file + ": no tensor \"f32.matrx\" (10 tensors; closest: \"f32.matrix\", \"f16.randn\", \"i32.ids\")");
-  CHECK(thrown_message([&] { (void)f.get<float, 1>("i64.ids"); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<float, 1>("i64.ids"); }) ==
         file + ": tensor \"i64.ids\" has dtype I64; it cannot be read as float (that needs F16, BF16, F32 or F64)");
-  CHECK(thrown_message([&] { (void)f.get<std::int64_t, 2>("f32.matrix"); }).find(
+  CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<std::int64_t, 2>("f32.matrix"); }).find(
             "tensor \"f32.matrix\" has dtype F32; it cannot be read as int64") != std::string::npos);
-  CHECK(thrown_message([&] { (void)f.get<bool, 1>("i32.ids"); }).find("has dtype I32; it cannot be read as bool") !=
+  CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<bool, 1>("i32.ids"); }).find("has dtype I32; it cannot be read as bool") !=
         std::string::npos);
 
   // Values that do not fit the target type.
   const auto u64 = parse_bytes(safetensors_bytes(R"({"big":{"dtype":"U64","shape":[2],"data_offsets":[0,16]}})",
                                                  std::string("\x07\0\0\0\0\0\0\0\xff\xff\xff\xff\xff\xff\xff\xff", 16)));
-  CHECK(thrown_message([&] { (void)u64.get<std::int64_t, 1>("big"); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)u64.get<std::int64_t, 1>("big"); }) ==
         "memory.safetensors: tensor \"big\": element 1 = 18446744073709551615 (U64) does not fit in int64");
   const auto b = parse_bytes(safetensors_bytes(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x02"));
-  CHECK(thrown_message([&] { (void)b.get<bool, 1>("m"); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)b.get<bool, 1>("m"); }) ==
         "memory.safetensors: tensor \"m\": element 1 of a BOOL tensor is 2, not 0 or 1");
   // Signed integers of every width are sign-extended.
   const auto ints = parse_bytes(safetensors_bytes(
@@ -221,14 +214,14 @@ TEST_CASE("safetensors: reading errors name the tensor, its shape and dtype, and
   // An F8 tensor is validated (its size is known) but cannot be converted.
   const auto f8 = parse_bytes(safetensors_bytes(R"({"q":{"dtype":"F8_E4M3","shape":[3],"data_offsets":[0,3]}})", "abc"));
   CHECK(f8.info("q").dtype == io::Dtype::F8_E4M3);
-  CHECK(thrown_message([&] { (void)f8.get<float, 1>("q"); }).find("has dtype F8_E4M3") != std::string::npos);
+  CHECK(error_of<io::checkpoint_error>([&] { (void)f8.get<float, 1>("q"); }).find("has dtype F8_E4M3") != std::string::npos);
 
   // Files that are not there or not files.
   ScratchDir dir;
   const auto missing = (dir / "nope.safetensors").string();
-  CHECK(thrown_message([&] { (void)io::SafeTensorsFile::from_file(missing); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)io::SafeTensorsFile::from_file(missing); }) ==
         missing + ": cannot read: No such file or directory");
-  CHECK(thrown_message([&] { (void)io::SafeTensorsFile::from_file(dir.path()); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { (void)io::SafeTensorsFile::from_file(dir.path()); }) ==
         dir.path().string() + ": is a directory, not a safetensors file");
 }
 
@@ -301,21 +294,21 @@ TEST_CASE("safetensors: a failed save leaves the existing file intact and no tem
   const std::string before = read_bytes(path);
 
   SUBCASE("a tensor the format cannot hold: nothing is written") {
-    const auto msg = thrown_message([&] { io::save_safetensors(path, {{"__metadata__", good}}); });
+    const auto msg = error_of<io::checkpoint_error>([&] { io::save_safetensors(path, {{"__metadata__", good}}); });
     CHECK(msg == path.string() + ": a tensor cannot be named \"__metadata__\" (the format's metadata key)");
-    const auto msg2 = thrown_message([&] { io::save_safetensors(path, {{std::string("bad\xff"), good}}); });
+    const auto msg2 = error_of<io::checkpoint_error>([&] { io::save_safetensors(path, {{std::string("bad\xff"), good}}); });
     CHECK(msg2 == path.string() + ": tensor name \"bad\xff\" is not valid UTF-8");
   }
   SUBCASE("the rename fails: the target is a directory") {
     const auto target = dir / "taken";
     fs::create_directories(target / "inside");
-    const auto msg = thrown_message([&] { io::save_safetensors(target, {{"w", good}}); });
+    const auto msg = error_of<io::checkpoint_error>([&] { io::save_safetensors(target, {{"w", good}}); });
     CHECK(msg.rfind(target.string() + ": cannot replace the file: ", 0) == 0);
     CHECK(fs::is_directory(target / "inside"));
   }
   SUBCASE("the directory does not exist") {
     const auto target = dir / "no-such-dir" / "model.safetensors";
-    const auto msg = thrown_message([&] { io::save_safetensors(target, {{"w", good}}); });
+    const auto msg = error_of<io::checkpoint_error>([&] { io::save_safetensors(target, {{"w", good}}); });
     CHECK(msg == target.string() + ": cannot create a temporary file in " + (dir / "no-such-dir").string() +
                      ": No such file or directory");
   }
@@ -326,7 +319,7 @@ TEST_CASE("safetensors: a failed save leaves the existing file intact and no tem
     if (::access(dir.path().c_str(), W_OK) == 0) {
       MESSAGE("running with permission to write anywhere (root): the read-only directory case is skipped");
     } else {
-      const auto msg = thrown_message([&] { io::save_safetensors(path, {{"w", ef::tensor<float>({3.0f})}}); });
+      const auto msg = error_of<io::checkpoint_error>([&] { io::save_safetensors(path, {{"w", ef::tensor<float>({3.0f})}}); });
       CHECK(msg.find(path.string() + ": cannot create a temporary file in ") == 0);
       CHECK(msg.find("Permission denied") != std::string::npos);
     }
@@ -351,9 +344,11 @@ TEST_CASE("safetensors: read_into gives get_flat's exact values in contiguous an
   // bit, via check_bits) since reading into a view converts each element exactly as get does.
   const auto f = io::SafeTensorsFile::from_file(data_dir() + "/reference.safetensors");
   const json ref = load_fixture("safetensors/reference.json");
+  std::size_t ran = 0;
   for (const auto& c : ref.at("cases")) {
     const auto name = c.at("name").get<std::string>();
     if (name == "__metadata__") continue;
+    ++ran;
     const auto dtype = c.at("safetensors_dtype").get<std::string>();
     const auto& out = c.at("out");
     const auto numel = static_cast<index_t>(out.at("data").size());
@@ -385,6 +380,7 @@ TEST_CASE("safetensors: read_into gives get_flat's exact values in contiguous an
       flat_check(bool{}, false);
     }
   }
+  check_ran(ran, f.size(), "tensors of reference.safetensors read into place");
 
   // Rank-2 tensors into the transpose of a (cols, rows) buffer: the layout load_state_dict uses for weights
   // stored (in, out). The view's row-major order is the file's, so its to_vector equals get_flat's.
@@ -457,7 +453,7 @@ TEST_CASE("safetensors: tensors larger than the 1 MiB conversion buffer convert 
   f.read_elements("h", 250'000, std::span<double>(piece));
   CHECK(std::bit_cast<std::uint64_t>(piece[7]) == std::bit_cast<std::uint64_t>(static_cast<double>(a[250'007])));
   const std::string path = (dir / "big.safetensors").string();
-  CHECK(thrown_message([&] { f.read_elements("h", 599'999, std::span<double>(piece.data(), 2)); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_elements("h", 599'999, std::span<double>(piece.data(), 2)); }) ==
         path + ": tensor \"h\": elements [599999, 600001) are outside its 600000 elements");
 }
 
@@ -465,20 +461,20 @@ TEST_CASE("safetensors: read_into refuses a destination of another shape or dtyp
   const std::string file = data_dir() + "/reference.safetensors";
   const auto f = io::SafeTensorsFile::from_file(file);
   auto wrong = ef::full<float>({5, 3}, 7.0f);
-  CHECK(thrown_message([&] { f.read_into("f32.matrix", wrong); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_into("f32.matrix", wrong); }) ==
         file + ": tensor \"f32.matrix\" has shape [3, 5] in the file, but the destination has shape [5, 3]");
   auto flat = ef::full<float>({15}, 7.0f);
-  CHECK(thrown_message([&] { f.read_into("f32.matrix", flat); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_into("f32.matrix", flat); }) ==
         file + ": tensor \"f32.matrix\" has shape [3, 5] in the file, but the destination has shape [15]");
   auto short_flat = ef::full<float>({14}, 7.0f);
-  CHECK(thrown_message([&] { f.read_flat_into("f32.matrix", short_flat); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_flat_into("f32.matrix", short_flat); }) ==
         file + ": tensor \"f32.matrix\" has shape [3, 5] (15 elements) in the file, but the destination has shape [14]");
   auto ints = ef::full<float>({7}, 7.0f);
-  CHECK(thrown_message([&] { f.read_into("i64.ids", ints); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_into("i64.ids", ints); }) ==
         file + ": tensor \"i64.ids\" has dtype I64; it cannot be read as float (that needs F16, BF16, F32 or F64)");
   // An expanded view (stride 0) has one element where the file has many.
   const auto one = ef::Tensor<float, 1>::empty(ef::Shape<1>{1});
-  CHECK(thrown_message([&] { f.read_into("f32.matrix", one.view(ef::Shape<2>{1, 1}).expand(ef::Shape<2>{3, 5})); })
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_into("f32.matrix", one.view(ef::Shape<2>{1, 1}).expand(ef::Shape<2>{3, 5})); })
             .find("tensor \"f32.matrix\": the destination (shape [3, 5], strides [0, 0]) is an expanded view") !=
         std::string::npos);
   // Nothing was written by any refused read.
@@ -486,7 +482,7 @@ TEST_CASE("safetensors: read_into refuses a destination of another shape or dtyp
   CHECK(flat.to_vector() == std::vector<float>(15, 7.0f));
   CHECK(short_flat.to_vector() == std::vector<float>(14, 7.0f));
   CHECK(ints.to_vector() == std::vector<float>(7, 7.0f));
-  CHECK(thrown_message([&] { f.read_into("nope", wrong); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { f.read_into("nope", wrong); }) ==
         file + ": no tensor \"nope\" (10 tensors; closest: \"empty\", \"scalar\", \"i32.ids\")");
 }
 
@@ -504,14 +500,14 @@ TEST_CASE("safetensors: a file truncated or rewritten after it was opened throws
     const auto f = io::SafeTensorsFile::from_file(path);
     fs::resize_file(path, size - 100);
     auto dst = ef::Tensor<float, 2>::empty(ef::Shape<2>{64, 32});
-    const auto msg = thrown_message([&] { f.read_into("w", dst); });
+    const auto msg = error_of<io::checkpoint_error>([&] { f.read_into("w", dst); });
     INFO(msg);
     CHECK(msg.rfind(p + ": tensor \"w\": read ", 0) == 0);
     CHECK(msg.find(" of 8192 bytes at file offset ") != std::string::npos);
     CHECK(msg.find("the file ended early (" + std::to_string(size - 100) + " bytes now, " + std::to_string(size) +
                    " when it was opened") != std::string::npos);
     // A tensor still wholly inside the file reads, but the changed size is noticed all the same.
-    CHECK(thrown_message([&] { (void)f.get<float, 1>("h"); }) ==
+    CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<float, 1>("h"); }) ==
           p + ": tensor \"h\": the file changed while it was being read (" + std::to_string(size - 100) + " bytes now, " +
               std::to_string(size) + " when it was opened)");
   }
@@ -522,9 +518,9 @@ TEST_CASE("safetensors: a file truncated or rewritten after it was opened throws
     { std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out); out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); }
     // A distinct modification time, whatever the file system's timestamp granularity.
     fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(5));
-    CHECK(thrown_message([&] { (void)f.get<float, 2>("w"); }).rfind(
+    CHECK(error_of<io::checkpoint_error>([&] { (void)f.get<float, 2>("w"); }).rfind(
               p + ": tensor \"w\": the file changed while it was being read (its modification time", 0) == 0);
-    CHECK(thrown_message([&] { f.check_unchanged(); }).rfind(p + ": the file changed while it was being read", 0) == 0);
+    CHECK(error_of<io::checkpoint_error>([&] { f.check_unchanged(); }).rfind(p + ": the file changed while it was being read", 0) == 0);
   }
   SUBCASE("replaced by rename (as every atomic writer does): the open file is still the old, whole one") {
     const auto f = io::SafeTensorsFile::from_file(path);

@@ -13,6 +13,7 @@
 #include <eigenformer/nn/self_attention.hpp>
 
 #include "io_test_support.hpp"
+#include "support/errors.hpp"
 #include "support/fixtures.hpp"
 
 using namespace eftest;
@@ -20,15 +21,6 @@ namespace io = eigenformer::io;
 namespace nn = eigenformer::nn;
 
 namespace {
-
-std::string load_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io::checkpoint_error& e) {
-    return e.what();
-  }
-  return "<no checkpoint_error thrown>";
-}
 
 template <typename T>
 std::vector<std::vector<T>> parameter_values(nn::Module<T>& m) {
@@ -143,7 +135,7 @@ TEST_CASE("state_dict: strict loads list every missing and unexpected key; the m
   ef::manual_seed(5);
   nn::Linear<float> dst(4, 2);
   const auto before = parameter_values(dst);
-  CHECK(load_error([&] { io::load_model(dst, path); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { io::load_model(dst, path); }) ==
         path.string() + ": cannot load the state dict: 1 missing key: \"bias\"; 2 unexpected keys: \"extra\", \"more.bias\"");
   CHECK(parameter_values(dst) == before);
 
@@ -165,7 +157,7 @@ TEST_CASE("state_dict: strict loads list every missing and unexpected key; the m
   nn::MultiHeadAttention<float> fused(4, 2, 0.0);
   nn::tutorial::MultiHeadAttentionPerHead<float> heads(4, 2, 0.0);
   io::save_model(fused, dir / "fused.safetensors");
-  const auto msg = load_error([&] { io::load_model(heads, dir / "fused.safetensors"); });
+  const auto msg = error_of<io::checkpoint_error>([&] { io::load_model(heads, dir / "fused.safetensors"); });
   CHECK(msg.find("14 missing keys: \"heads.0.q.weight\", \"heads.0.q.bias\", \"heads.0.k.weight\"") != std::string::npos);
   CHECK(msg.find("\"output_linear.weight\", \"output_linear.bias\"; 4 unexpected keys: \"out.bias\", \"out.weight\", "
                  "\"qkv.bias\", \"qkv.weight\"") != std::string::npos);
@@ -181,15 +173,15 @@ TEST_CASE("state_dict: a shape or dtype mismatch names the tensor and both shape
   const std::string expected = path.string() +
                                ": cannot load the state dict: shape mismatch for \"weight\": [6, 4] in the checkpoint, "
                                "[3, 4] in the module; shape mismatch for \"bias\": [6] in the checkpoint, [3] in the module";
-  CHECK(load_error([&] { io::load_model(narrow, path); }) == expected);
+  CHECK(error_of<io::checkpoint_error>([&] { io::load_model(narrow, path); }) == expected);
   io::LoadOptions lenient;
   lenient.strict = false;
-  CHECK(load_error([&] { io::load_model(narrow, path, lenient); }) == expected);
+  CHECK(error_of<io::checkpoint_error>([&] { io::load_model(narrow, path, lenient); }) == expected);
   CHECK(parameter_values(narrow) == before);
 
   // An integer tensor cannot become a weight.
   io::save_safetensors(dir / "ids.safetensors", {{"weight", ef::zeros<std::int64_t>({3, 4})}, {"bias", ef::zeros<float>({3})}});
-  CHECK(load_error([&] { io::load_model(narrow, dir / "ids.safetensors"); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { io::load_model(narrow, dir / "ids.safetensors"); }) ==
         (dir / "ids.safetensors").string() +
             ": cannot load the state dict: dtype mismatch for \"weight\": I64 in the checkpoint, a floating dtype (F16, "
             "BF16, F32, F64) is needed");
@@ -197,7 +189,7 @@ TEST_CASE("state_dict: a shape or dtype mismatch names the tensor and both shape
   io::LoadOptions renamed;
   renamed.rename = [](const std::string& n) { return "lin." + n; };
   io::save_safetensors(dir / "renamed.safetensors", {{"lin.weight", ef::zeros<float>({3, 5})}, {"lin.bias", ef::zeros<float>({3})}});
-  CHECK(load_error([&] { io::load_model(narrow, dir / "renamed.safetensors", renamed); }) ==
+  CHECK(error_of<io::checkpoint_error>([&] { io::load_model(narrow, dir / "renamed.safetensors", renamed); }) ==
         (dir / "renamed.safetensors").string() +
             ": cannot load the state dict: shape mismatch for \"lin.weight\" (parameter \"weight\"): [3, 5] in the "
             "checkpoint, [3, 4] in the module");
@@ -236,7 +228,7 @@ TEST_CASE("state_dict: Hugging Face GPT-2 Conv1D weights (stored (in, out)) load
   // Without the transpose hook the shapes disagree, and the message says so.
   io::LoadOptions plain = hf;
   plain.transpose = nullptr;
-  CHECK(load_error([&] { io::load_model(attn, dir / "gpt2.safetensors", plain); })
+  CHECK(error_of<io::checkpoint_error>([&] { io::load_model(attn, dir / "gpt2.safetensors", plain); })
             .find("shape mismatch for \"h.0.attn.c_attn.weight\" (parameter \"qkv.weight\"): [8, 24] in the "
                   "checkpoint, [24, 8] in the module") != std::string::npos);
   CHECK(io::gpt2_conv1d_weight("transformer.h.11.mlp.c_fc.weight"));
@@ -282,7 +274,7 @@ TEST_CASE("state_dict: tensors are read into the parameters' own storage; a file
   const auto before = parameter_values(c);
   const auto f = io::SafeTensorsFile::from_file(path);
   fs::resize_file(path, fs::file_size(path) - 4);
-  const auto msg = load_error([&] { io::load_state_dict(c, f); });
+  const auto msg = error_of<io::checkpoint_error>([&] { io::load_state_dict(c, f); });
   INFO(msg);
   CHECK(msg.rfind(path.string() + ": the file changed while it was being read (", 0) == 0);
   CHECK(parameter_values(c) == before);

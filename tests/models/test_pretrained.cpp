@@ -17,6 +17,7 @@
 #include <eigenformer/models/pretrained.hpp>
 
 #include "io/io_test_support.hpp"
+#include "support/errors.hpp"
 #include "support/nn_fixtures.hpp"
 
 using namespace eftest;
@@ -32,15 +33,6 @@ const json& hf_case(const std::string& name) {
   for (const auto& c : file.at("cases"))
     if (c.at("name") == name) return c;
   throw std::runtime_error("gpt2_tiny_hf_reference.json: no case named " + name);
-}
-
-std::string checkpoint_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io::checkpoint_error& e) {
-    return e.what();
-  }
-  return "<no checkpoint_error thrown>";
 }
 
 // The tiny checkpoint's tensors as a TensorDict (float), to write altered copies.
@@ -128,7 +120,7 @@ TEST_CASE("gpt2_from_pretrained: keys with the \"transformer.\" prefix, F64 tens
   bad.erase("lm_head.weight");
   bad.emplace("lm_head.weight", io::AnyTensor(head, file.info("wte.weight").shape));
   write_dir(dir, bad);
-  const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+  const auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find((dir / "model.safetensors").string()) != std::string::npos);
   CHECK(msg.find("\"lm_head.weight\"") != std::string::npos);
   CHECK(msg.find("\"transformer.wte.weight\"") != std::string::npos);
@@ -197,7 +189,7 @@ TEST_CASE("gpt2_from_pretrained: wrong shapes, missing and unexpected tensors na
     d.erase("h.0.attn.c_attn.weight");
     d.emplace("h.0.attn.c_attn.weight", io::AnyTensor(ef::zeros<float>(ef::Shape<2>{24, 8})));
     write_dir(dir, d);
-    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+    const auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     INFO(msg);
     CHECK(msg.find(weights) == 0);
     CHECK(msg.find("\"h.0.attn.c_attn.weight\"") != std::string::npos);
@@ -208,7 +200,7 @@ TEST_CASE("gpt2_from_pretrained: wrong shapes, missing and unexpected tensors na
     auto config = tiny_config();
     config["vocab_size"] = 300;
     write_dir(dir, tiny_tensors(), &config);
-    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+    const auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     INFO(msg);
     CHECK(msg.find("\"wte.weight\"") != std::string::npos);
     CHECK(msg.find("[270, 8]") != std::string::npos);
@@ -219,7 +211,7 @@ TEST_CASE("gpt2_from_pretrained: wrong shapes, missing and unexpected tensors na
     d.erase("h.1.mlp.c_fc.weight");
     d.emplace("h.1.extra.weight", io::AnyTensor(ef::zeros<float>(ef::Shape<1>{3})));
     write_dir(dir, d);
-    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+    const auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     INFO(msg);
     CHECK(msg.find(weights) == 0);
     CHECK(msg.find("2 missing keys") != std::string::npos);
@@ -237,11 +229,11 @@ TEST_CASE("gpt2_from_pretrained: wrong shapes, missing and unexpected tensors na
   }
   SUBCASE("no model.safetensors") {
     fs::copy_file(tiny_dir / "config.json", dir / "config.json");
-    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+    const auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
     CHECK(msg.find(weights + ": no such file") == 0);
   }
   SUBCASE("not a directory") {
-    const auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir / "nowhere"); });
+    const auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir / "nowhere"); });
     CHECK(msg.find("no such directory") != std::string::npos);
   }
 }
@@ -254,7 +246,7 @@ TEST_CASE("gpt2_from_pretrained: a bad config.json names the file and the field"
     auto config = tiny_config();
     edit(config);
     write_dir(dir, tensors, &config);
-    return checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+    return error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   };
   const auto check = [&](const std::string& msg, const std::string& field) {
     INFO(msg);
@@ -283,13 +275,13 @@ TEST_CASE("gpt2_from_pretrained: a bad config.json names the file and the field"
 
   // Not JSON at all, and not an object.
   write_bytes(dir / "config.json", "{\"n_embd\": 8,");
-  auto msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+  auto msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find(config_path + ": not valid JSON") == 0);
   write_bytes(dir / "config.json", "[1, 2]");
-  msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+  msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find(config_path + ": expected a JSON object") == 0);
   fs::remove(dir / "config.json");
-  msg = checkpoint_error_of([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
+  msg = error_of<io::checkpoint_error>([&] { (void)models::gpt2_from_pretrained<float>(dir.path()); });
   CHECK(msg.find(config_path + ": no such file") == 0);
 }
 

@@ -15,6 +15,7 @@
 #include <eigenformer/models/pretrained_bert_tokenizer.hpp>
 
 #include "io/io_test_support.hpp"
+#include "support/errors.hpp"
 #include "support/nn_fixtures.hpp"
 
 using namespace eftest;
@@ -31,15 +32,6 @@ const json& bert_case(const std::string& name) {
   for (const auto& c : file.at("cases"))
     if (c.at("name") == name) return c;
   throw std::runtime_error("bert_tiny_hf_reference.json: no case named " + name);
-}
-
-std::string checkpoint_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io::checkpoint_error& e) {
-    return e.what();
-  }
-  return "<no checkpoint_error thrown>";
 }
 
 bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
@@ -222,7 +214,7 @@ TEST_CASE("bert_from_pretrained: keys without the prefix, F64 tensors, a decoder
   untied.erase("cls.predictions.decoder.weight");
   untied.emplace("cls.predictions.decoder.weight", io::AnyTensor(word, {60, 12}));
   write_dir(dir, mlm_dir, untied);
-  auto msg = checkpoint_error_of([&] { (void)models::bert_from_pretrained<models::BertForMaskedLM<float>>(dir.path()); });
+  auto msg = error_of<io::checkpoint_error>([&] { (void)models::bert_from_pretrained<models::BertForMaskedLM<float>>(dir.path()); });
   CHECK(contains(msg, (dir / "model.safetensors").string() + ": tensor \"cls.predictions.decoder.weight\""));
   CHECK(contains(msg, "\"embeddings.word_embeddings.weight\""));
   CHECK(contains(msg, "element 5"));
@@ -233,7 +225,7 @@ TEST_CASE("bert_from_pretrained: keys without the prefix, F64 tensors, a decoder
   two_biases.erase("cls.predictions.decoder.bias");
   two_biases.emplace("cls.predictions.decoder.bias", io::AnyTensor(bias, {60}));
   write_dir(dir, mlm_dir, two_biases);
-  msg = checkpoint_error_of([&] { (void)models::bert_from_pretrained<models::BertForMaskedLM<float>>(dir.path()); });
+  msg = error_of<io::checkpoint_error>([&] { (void)models::bert_from_pretrained<models::BertForMaskedLM<float>>(dir.path()); });
   CHECK(contains(msg, "\"cls.predictions.decoder.bias\""));
   CHECK(contains(msg, "\"cls.predictions.bias\""));
 }
@@ -247,7 +239,7 @@ TEST_CASE("bert_from_pretrained: missing, misnamed and misshapen tensors name th
   auto missing = original;
   missing.erase(t);
   write_dir(dir, cls_dir, missing);
-  auto msg = checkpoint_error_of([&] { (void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(dir.path()); });
+  auto msg = error_of<io::checkpoint_error>([&] { (void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(dir.path()); });
   CHECK(contains(msg, file + ": tensor \"" + t + "\" is missing"));
   INFO(msg);
 
@@ -261,7 +253,7 @@ TEST_CASE("bert_from_pretrained: missing, misnamed and misshapen tensors name th
   auto misnamed = missing;
   misnamed.emplace("bert.encoder.layer.1.attention.self.kee.weight", original.at(t));
   write_dir(dir, cls_dir, misnamed);
-  msg = checkpoint_error_of([&] { (void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(dir.path()); });
+  msg = error_of<io::checkpoint_error>([&] { (void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(dir.path()); });
   CHECK(contains(msg, "\"" + t + "\" is missing"));
   CHECK(contains(msg, "unexpected tensor \"bert.encoder.layer.1.attention.self.kee.weight\""));
 
@@ -270,12 +262,12 @@ TEST_CASE("bert_from_pretrained: missing, misnamed and misshapen tensors name th
   misshapen.emplace("bert.embeddings.position_embeddings.weight",
                     io::AnyTensor(ef::zeros<double>(ef::Shape<1>{8 * 12}), {8, 12}));
   write_dir(dir, cls_dir, misshapen);
-  msg = checkpoint_error_of([&] { (void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(dir.path()); });
+  msg = error_of<io::checkpoint_error>([&] { (void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(dir.path()); });
   CHECK(contains(msg, file));
   CHECK(contains(msg, "\"bert.embeddings.position_embeddings.weight\""));
   CHECK(contains(msg, "[8, 12]"));
 
-  msg = checkpoint_error_of([&] { (void)models::bert_from_pretrained<models::BertModel<float>>(dir / "nowhere"); });
+  msg = error_of<io::checkpoint_error>([&] { (void)models::bert_from_pretrained<models::BertModel<float>>(dir / "nowhere"); });
   CHECK(contains(msg, "nowhere: no such directory"));
 }
 
@@ -287,7 +279,7 @@ TEST_CASE("bert_config_from_file: a bad config.json names the file and the field
     json j = base;
     edit(j);
     write_bytes(dir / "config.json", j.dump(2));
-    return checkpoint_error_of([&] { (void)models::bert_config_from_file(dir / "config.json"); });
+    return error_of<io::checkpoint_error>([&] { (void)models::bert_config_from_file(dir / "config.json"); });
   };
   auto msg = error_with([](json& j) { j["hidden_act"] = "swish"; });
   CHECK(contains(msg, file + ": field \"hidden_act\""));
@@ -375,10 +367,10 @@ TEST_CASE("PretrainedBert: the model with vocab.txt and tokenizer_config.json's 
   write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": false}");
   CHECK_FALSE(models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()).tokenizer.do_lower_case());
   write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": \"yes\"}");
-  const auto msg = checkpoint_error_of([&] { (void)models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()); });
+  const auto msg = error_of<io::checkpoint_error>([&] { (void)models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()); });
   CHECK(contains(msg, (dir / "tokenizer_config.json").string() + ": field \"do_lower_case\""));
   write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": true, \"strip_accents\": false}");
-  CHECK(contains(checkpoint_error_of([&] { (void)models::bert_do_lower_case(dir.path()); }), "field \"strip_accents\""));
+  CHECK(contains(error_of<io::checkpoint_error>([&] { (void)models::bert_do_lower_case(dir.path()); }), "field \"strip_accents\""));
   write_bytes(dir / "tokenizer_config.json", "{\"do_lower_case\": true, \"strip_accents\": null, \"tokenize_chinese_chars\": true}");
   CHECK(models::bert_do_lower_case(dir.path()));
   fs::remove(dir / "tokenizer_config.json");

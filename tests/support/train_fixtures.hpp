@@ -1,23 +1,32 @@
 // The training fixtures (tests/data/train.json, written by tools/reference/make_train_fixtures.py).
 #pragma once
 
+#include "support/cases.hpp"
 #include "support/nn_fixtures.hpp"
 
 namespace eftest {
 
-inline const json& train_case(const std::string& name) {
+inline const json& train_file() {
   static const json file = load_fixture("train.json");
-  for (const auto& c : file.at("cases"))
+  return file;
+}
+
+inline const json& train_case(const std::string& name) {
+  for (const auto& c : train_file().at("cases"))
     if (c.at("name") == name) return c;
   throw std::runtime_error("train.json: no case named " + name);
 }
 
-inline std::vector<std::string> train_cases_of_kind(const std::string& kind) {
-  static const json file = load_fixture("train.json");
-  std::vector<std::string> names;
-  for (const auto& c : file.at("cases"))
-    if (c.at("kind") == kind) names.push_back(c.at("name").get<std::string>());
-  return names;
+// Runs f(name, case) on every train.json case of `kind`, then checks that it ran as many as the file declares.
+template <typename F>
+void for_each_train_case(const std::string& kind, F&& f) {
+  std::size_t ran = 0;
+  for (const auto& c : train_file().at("cases")) {
+    if (c.at("kind") != kind) continue;
+    f(c.at("name").get<std::string>(), c);
+    ++ran;
+  }
+  check_ran(ran, declared_cases(train_file(), "train.json", "kind", kind), "train.json cases of kind " + kind);
 }
 
 // A free-standing parameter appended to `list` under `name`, as Module::named_parameters() would list it

@@ -69,8 +69,7 @@ nn::CrossEntropyOptions ce_options(const json& config) {
 // one-hot 1 cancels in PyTorch's float arithmetic, leaving an error of about one float ulp of 1
 // (1.2e-7) on a small difference ("sum" cases are not scaled down by 1/N), hence atol 2e-7.
 TEST_CASE("CrossEntropyLoss: loss and dlogits match PyTorch (fixture, float32)") {
-  for (const auto& name : train_cases_of_kind("cross_entropy")) {
-    const auto& c = train_case(name);
+  for_each_train_case("cross_entropy", [&](const std::string& name, const json& c) {
     INFO(name);
     nn::CrossEntropyLoss<float> loss(ce_options(c.at("config")));
     if (shape_of(c.at("logits")).size() == 2) {
@@ -82,7 +81,7 @@ TEST_CASE("CrossEntropyLoss: loss and dlogits match PyTorch (fixture, float32)")
       check_fixture(loss.forward(logits, fx_ids<2>(c.at("target"))), c.at("loss"), 1e-6, 0, name + " loss");
       check_fixture(loss.backward<3>(), c.at("dlogits"), 1e-6, 2e-7, name + " dlogits");
     }
-  }
+  });
 }
 
 TEST_CASE("CrossEntropyLoss: backward matches central finite differences (double)") {

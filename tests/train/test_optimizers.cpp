@@ -95,22 +95,22 @@ void check_trajectory(const json& c, Params<float>& p, Opt& opt) {
 // Same float operations in the same order as torch 1.13's _single_tensor_adamw (see optimizers.hpp), so
 // every bit of every parameter agrees after each of the 5 steps, including amsgrad and a zero-gradient row.
 TEST_CASE("AdamW: float32 trajectories equal torch.optim.AdamW bit for bit (fixture)") {
-  for (const auto& name : train_cases_of_kind("adamw")) {
-    const auto& c = train_case(name);
+  for_each_train_case("adamw", [&](const std::string& name, const json& c) {
+    INFO(name);
     auto p = params_of<float>(c);
     train::AdamW<float> opt(p.list, adamw_options(c.at("config")));
     check_trajectory(c, p, opt);
     CHECK(opt.steps_taken() == 5);
-  }
+  });
 }
 
 TEST_CASE("SGD: float32 trajectories equal torch.optim.SGD bit for bit (fixture)") {
-  for (const auto& name : train_cases_of_kind("sgd")) {
-    const auto& c = train_case(name);
+  for_each_train_case("sgd", [&](const std::string& name, const json& c) {
+    INFO(name);
     auto p = params_of<float>(c);
     train::SGD<float> opt(p.list, sgd_options(c.at("config")));
     check_trajectory(c, p, opt);
-  }
+  });
 }
 
 TEST_CASE("AdamW: nanoGPT-style groups decay matrices only; set_lr; the step really is decoupled") {
@@ -145,8 +145,7 @@ TEST_CASE("AdamW: nanoGPT-style groups decay matrices only; set_lr; the step rea
 }
 
 TEST_CASE("clip_grad_norm: total norm and clipped gradients match torch.nn.utils.clip_grad_norm_ (fixture)") {
-  for (const auto& name : train_cases_of_kind("clip_grad_norm")) {
-    const auto& c = train_case(name);
+  for_each_train_case("clip_grad_norm", [&](const std::string& name, const json& c) {
     INFO(name);
     Params<float> p;
     p.matrices.emplace_back(ef::zeros<float>({3, 4}));
@@ -163,7 +162,7 @@ TEST_CASE("clip_grad_norm: total norm and clipped gradients match torch.nn.utils
       flat["shape"] = std::vector<index_t>{q.grad().numel()};
       check_fixture(q.grad(), flat, 5e-7, 0, name + " clipped " + q.name);
     }
-  }
+  });
 }
 
 TEST_CASE("clip_grad_norm: no clipping below max_norm, zero gradients stay zero") {
@@ -224,8 +223,7 @@ TEST_CASE("optimizers: parameters without a gradient, or frozen, are left alone;
 // order, so equal to the last bit when no FMA is contracted; 1e-15 relative leaves room for a build that
 // fuses nanoGPT's min_lr + coeff * (lr - min_lr).
 TEST_CASE("schedules: values match the Hugging Face and nanoGPT formulas (fixture)") {
-  for (const auto& name : train_cases_of_kind("schedule")) {
-    const auto& c = train_case(name);
+  for_each_train_case("schedule", [&](const std::string& name, const json& c) {
     INFO(name);
     const auto& cfg = c.at("config");
     const auto steps = c.at("steps").get<std::vector<std::int64_t>>();
@@ -245,7 +243,7 @@ TEST_CASE("schedules: values match the Hugging Face and nanoGPT formulas (fixtur
       INFO("step " << s);
       CHECK(v == doctest::Approx(number(values[i])).epsilon(1e-15).scale(1e-3));
     }
-  }
+  });
 }
 
 TEST_CASE("schedules: shape") {
@@ -264,20 +262,20 @@ TEST_CASE("optimizers and schedules: bad input") {
   nn::Parameter<float, 1> p(ef::zeros<float>({3}));
   nn::ParameterList<float> list;
   add_named(list, "p", p);
-  CHECK(error_of([&] { train::AdamW<float>(list, {.lr = -1}); }) == "AdamW: lr must be >= 0, got -1.000000");
-  CHECK(error_of([&] { train::AdamW<float>(list, {.beta1 = 1.0}); }) == "AdamW: beta1 must be in [0, 1), got 1.000000");
-  CHECK(error_of([&] { train::AdamW<float>(list, {.beta2 = -0.1}); }) == "AdamW: beta2 must be in [0, 1), got -0.100000");
-  CHECK(error_of([&] { train::AdamW<float>(list, {.weight_decay = -0.1}); }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.lr = -1}); }) == "AdamW: lr must be >= 0, got -1.000000");
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.beta1 = 1.0}); }) == "AdamW: beta1 must be in [0, 1), got 1.000000");
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.beta2 = -0.1}); }) == "AdamW: beta2 must be in [0, 1), got -0.100000");
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>(list, {.weight_decay = -0.1}); }) ==
         "AdamW: weight_decay must be >= 0, got -0.100000");
-  CHECK(error_of([&] { train::SGD<float>(list, {.momentum = 0, .nesterov = true}); }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::SGD<float>(list, {.momentum = 0, .nesterov = true}); }) ==
         "SGD: nesterov needs momentum > 0 and dampening 0");
   auto bad = list;
   bad[0].state = nullptr;
-  CHECK(error_of([&] { train::AdamW<float>{bad}; }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::AdamW<float>{bad}; }) ==
         "AdamW: parameter p has no gradient state (build the list with Module::named_parameters())");
-  CHECK(error_of([&] { train::clip_grad_norm(list, -1.0); }) == "clip_grad_norm: max_norm must be >= 0, got -1.000000");
-  CHECK(error_of([] { train::cosine_with_warmup(-1, 10, 100); }) == "cosine_with_warmup: step must be >= 0, got -1");
-  CHECK(error_of([] { train::linear_with_warmup(1, -2, 100); }) == "linear_with_warmup: warmup must be >= 0, got -2");
-  CHECK(error_of([] { train::nanogpt_lr(1, 1e-3, 1e-4, 10, 10); }) ==
+  CHECK(error_of<std::invalid_argument>([&] { train::clip_grad_norm(list, -1.0); }) == "clip_grad_norm: max_norm must be >= 0, got -1.000000");
+  CHECK(error_of<std::invalid_argument>([] { train::cosine_with_warmup(-1, 10, 100); }) == "cosine_with_warmup: step must be >= 0, got -1");
+  CHECK(error_of<std::invalid_argument>([] { train::linear_with_warmup(1, -2, 100); }) == "linear_with_warmup: warmup must be >= 0, got -2");
+  CHECK(error_of<std::invalid_argument>([] { train::nanogpt_lr(1, 1e-3, 1e-4, 10, 10); }) ==
         "nanogpt_lr: decay_iters (10) must be greater than warmup (10)");
 }

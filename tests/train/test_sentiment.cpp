@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "io/io_test_support.hpp"
+#include "support/errors.hpp"
 #include "support/fixtures.hpp"
 
 namespace ef = eigenformer;
@@ -29,12 +30,7 @@ using Model = ef::models::BertForSequenceClassification<float>;
 namespace {
 
 std::string error_of(const std::string& text) {
-  try {
-    (void)train::parse_labeled_text(text, "data.txt");
-  } catch (const train::data_error& e) {
-    return e.what();
-  }
-  return "";
+  return eftest::error_of<train::data_error>([&] { (void)train::parse_labeled_text(text, "data.txt"); });
 }
 
 // [PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3, then the words.

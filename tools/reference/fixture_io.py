@@ -50,13 +50,23 @@ def jnum(v):
     return fval(v, torch.float64) if isinstance(v, float) else v
 
 
-def write_fixture(path, cases):
+def write_fixture(path, cases, count_by=None):
+    """Write the envelope with one case a line. count_by names a case field (e.g. "kind" or "op"): the
+    envelope then declares how many cases hold each of its values, "counts": {field: {value: n}}, so a test
+    looping over the cases of one value can check it ran exactly that many (a renamed value otherwise makes
+    the loop run zero times and pass)."""
     names = [c["name"] for c in cases]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise AssertionError("duplicate case names: %s" % dup)
+        raise AssertionError("duplicate case names in %s: %s" % (path, dup))
     dump = lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"), allow_nan=False)  # noqa: E731
-    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n],"
+    counts = ""
+    if count_by is not None:
+        per_value = {}
+        for c in cases:
+            per_value[c[count_by]] = per_value.get(c[count_by], 0) + 1
+        counts = '"counts":%s,' % dump({count_by: per_value})
+    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n]," + counts +
             '"format":%s,"torch":%s,"version":%s}\n'
             % (dump(FORMAT), dump(torch.__version__), dump(VERSION)))
     json.loads(text)
@@ -91,13 +101,13 @@ def output_dir(doc, argv=None):
     return parse_args(doc, argv).out
 
 
-def write_budgeted(out_dir, file_name, cases, budget_bytes):
+def write_budgeted(out_dir, file_name, cases, budget_bytes, count_by=None):
     """write_fixture into out_dir, print its size, and refuse a file over its size budget."""
     import os
 
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, file_name)
-    size = write_fixture(path, cases)
+    size = write_fixture(path, cases, count_by)
     print("%-40s %8d bytes %5d cases" % (path, size, len(cases)))
     if size >= budget_bytes:
         raise SystemExit("%s is over its %d KB budget" % (file_name, budget_bytes // 1000))

@@ -13,6 +13,7 @@ Writes three JSON files (format "eigenformer-fixtures", version 1):
     ops.json    deterministic tensor ops (broadcasting, reductions, softmax,
                 matmul, shape ops, creation)
     print.json  repr(tensor) strings under various print options
+    print_handwritten.json  repr() of the tensors test_print.cpp builds itself
 
 See tools/reference/README.md for the format and per-op field names.
 
@@ -54,6 +55,8 @@ import json  # noqa: E402
 import math  # noqa: E402
 
 import torch  # noqa: E402
+
+from fixture_io import write_fixture  # noqa: E402
 
 FORMAT = "eigenformer-fixtures"
 VERSION = 1
@@ -115,28 +118,6 @@ def dname(dtype):
 def shape_tag(shape):
     """[2,3,4] -> "2x3x4"; [] -> "0d" (used to build unique case names)."""
     return "x".join(str(s) for s in shape) if len(shape) else "0d"
-
-
-def write_fixture(path, cases):
-    """Write one fixture file: sorted keys, compact, one case per line.
-
-    The envelope keys are emitted in sorted order by hand so that the file
-    is still exactly what json.dumps(..., sort_keys=True) would order, but
-    each case sits on its own line for readable diffs.
-    """
-    names = [c["name"] for c in cases]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise AssertionError("duplicate case names in %s: %s" % (path, dup))
-    dump = lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"),
-                                allow_nan=False)
-    text = ('{"cases":[\n' + ",\n".join(dump(c) for c in cases) + "\n],"
-            '"format":%s,"torch":%s,"version":%s}\n'
-            % (dump(FORMAT), dump(torch.__version__), dump(VERSION)))
-    json.loads(text)  # must be valid JSON
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.write(text)
-    return len(text.encode("ascii"))
 
 
 # ---------------------------------------------------------------------------
@@ -854,6 +835,85 @@ def print_cases():
     return cases
 
 
+def print_handwritten_cases():
+    """The expected strings of tests/tensor/test_print.cpp's hand-written cases: the C++ builds each tensor
+    itself (views, expand, strided slices, large arange tensors), this builds the same tensor in torch and
+    records repr() under the options the C++ passes. No input is stored, which keeps the file small; the
+    100000-element case keeps only its length, line count, first 120 and last 60 characters."""
+    a = torch.tensor([[0.2961, 0.5166], [0.2517, 0.6886], [0.0740, 0.8665]])
+    d = torch.tensor([[0.1362, 0.8459, 0.3757, 0.3786], [0.7742, 0.3307, 0.3259, 0.8122],
+                      [0.4264, 0.2017, 0.9559, 0.8867]], dtype=F64)
+    specs = [
+        # "print: float32 matrix, views and notation"
+        ("matrix_3x2", a, {}),
+        ("matrix_3x2_transposed", a.t(), {}),
+        ("row_expanded_3x2", torch.tensor([1.5, -2.0]).expand(3, 2), {}),
+        ("column_expanded_2x3", torch.tensor([[1.0], [2.0]]).expand(2, 3), {}),
+        ("integral_neg_zero", torch.tensor([-0.0, -3.0, 5.0]), {}),
+        ("negative_nan", torch.tensor([-NAN, 0.5]), {}),
+        ("small_nan_sci", torch.tensor([1e-6, NAN, 5.0]), {}),
+        ("large_neg_zero_sci", torch.tensor([1e9, 1.0, -0.0]), {}),
+        ("scalar_123456789", torch.tensor(123456789.0), {}),
+        ("scalar_denormal", torch.tensor(1e-45), {}),
+        # "print: rank 3 and 5 nesting"
+        ("arange24_2x3x4", torch.arange(24.0).reshape(2, 3, 4), {}),
+        ("ones_1x1x1x2x1", torch.ones(1, 1, 1, 2, 1), {}),
+        # "print: int64, bool, 0-d and dtype suffixes"
+        ("int64_4_1_7", torch.tensor([4, 1, 7]), {}),
+        ("int64_strided_slice", torch.arange(10)[1:10:2], {}),
+        ("bool_true_false", torch.tensor([True, False]), {}),
+        ("bool_true_true", torch.tensor([True, True]), {}),
+        ("scalar_3p5", torch.tensor(3.5), {}),
+        ("scalar_f64_neg", torch.tensor(-0.25, dtype=F64), {}),
+        ("scalar_int64_neg", torch.tensor(-3), {}),
+        ("scalar_false", torch.tensor(False), {}),
+        ("f64_thirds", torch.tensor([1.0 / 3, -2.0 / 3], dtype=F64), {}),
+        ("f64_3x4_linewidth40", d, {"linewidth": 40}),
+        ("f64_wide_2x30", torch.full((2, 30), 1.5, dtype=F64), {}),
+        # "print: empty tensors"
+        ("empty_f32_0", torch.zeros(0), {}),
+        ("empty_f32_2x0", torch.zeros(2, 0), {}),
+        ("empty_int64_0", torch.zeros(0, dtype=torch.int64), {}),
+        ("empty_bool_0", torch.zeros(0, dtype=torch.bool), {}),
+        ("empty_f64_2x0x3", torch.zeros(2, 0, 3, dtype=F64), {}),
+        ("empty_f64_2x0_linewidth20", torch.zeros(2, 0, dtype=F64), {"linewidth": 20}),
+        # "print: precision, sci_mode and rounding"
+        ("matrix_3x2_precision2", a, {"precision": 2}),
+        ("matrix_3x2_sci", a, {"sci_mode": True}),
+        ("zeros_3_sci", torch.zeros(3), {"sci_mode": True}),
+        ("half_even_precision2", torch.tensor([0.125, 0.375, 2.5]), {"precision": 2}),
+        ("half_even_precision0", torch.tensor([0.5, 1.5, 2.5, 0.25]), {"precision": 0}),
+        ("f64_thirds_precision10", torch.tensor([1.0 / 3, -2.0 / 3], dtype=F64), {"precision": 10}),
+        ("huge_f32_fixed", torch.tensor([3e38, 1.5]), {"sci_mode": False}),
+        # "print: summarisation, edgeitems and linewidth"
+        ("arange20_4x5_threshold5_edge1", torch.arange(20.0).reshape(4, 5), {"threshold": 5, "edgeitems": 1}),
+        ("arange10_threshold5_edge0", torch.arange(10.0), {"threshold": 5, "edgeitems": 0}),
+        ("int64_1to7_threshold0", torch.arange(1, 8), {"threshold": 0}),
+        ("int64_linewidth_negative", torch.tensor([1, 22, 333]), {"linewidth": -5}),
+        ("bool_2x600_alternating", (torch.arange(1200) % 2 == 0).reshape(2, 600), {}),
+        ("sevenths_10x10x10_threshold100_edge2", (torch.arange(1000.0) / 7).reshape(10, 10, 10),
+         {"threshold": 100, "edgeitems": 2}),
+        ("f64_quarters_2000", torch.arange(2000, dtype=F64) / 4, {}),
+    ]
+    cases = []
+    for name, t, over in specs + [("eighths_100000_unsummarised", torch.arange(100000.0) / 8, {"threshold": INF})]:
+        opts = dict(DEFAULT_PRINT, **over)
+        torch.set_printoptions(profile="default")
+        torch.set_printoptions(precision=opts["precision"], sci_mode=opts["sci_mode"], linewidth=opts["linewidth"],
+                               threshold=opts["threshold"], edgeitems=opts["edgeitems"])
+        try:
+            r = repr(t)
+        finally:
+            torch.set_printoptions(profile="default")
+        case = {"name": name, "options": dict(opts, threshold=jscalar(opts["threshold"]))}
+        if len(r) > 4000:
+            case.update({"length": len(r), "newlines": r.count("\n"), "head": r[:120], "tail": r[-60:]})
+        else:
+            case["repr"] = r
+        cases.append(case)
+    return cases
+
+
 # ---------------------------------------------------------------------------
 # Self-check of written files (structure only; values come from torch).
 # ---------------------------------------------------------------------------
@@ -890,7 +950,7 @@ def main(argv=None):
                                  allow_abbrev=False)
     ap.add_argument("--out", default=default_out,
                     help="output directory (default: <repo>/tests/data)")
-    ap.add_argument("--only", choices=["rng.json", "ops.json", "print.json"],
+    ap.add_argument("--only", choices=["rng.json", "ops.json", "print.json", "print_handwritten.json"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--kernels", choices=["native", "default"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -899,7 +959,7 @@ def main(argv=None):
         # One child process per file, each with its ATen kernel choice (see the module docstring).
         import subprocess
         for fname, kernels in (("rng.json", "native"), ("ops.json", "default"),
-                               ("print.json", "default")):
+                               ("print.json", "default"), ("print_handwritten.json", "default")):
             subprocess.run([sys.executable, os.path.abspath(__file__), "--out", args.out,
                             "--only", fname, "--kernels=" + kernels], check=True)
         return 0
@@ -912,11 +972,12 @@ def main(argv=None):
 
     total = 0
     for fname, make in (("rng.json", rng_cases), ("ops.json", ops_cases),
-                        ("print.json", print_cases)):
+                        ("print.json", print_cases), ("print_handwritten.json", print_handwritten_cases)):
         if fname != args.only:
             continue
         path = os.path.join(args.out, fname)
-        size = write_fixture(path, make())
+        # ops.json declares its cases per op: each family of ops.json tests checks it ran them all.
+        size = write_fixture(path, make(), count_by="op" if fname == "ops.json" else None)
         ncases, ntensors = validate(path)
         total += size
         print("%-40s %8d bytes %5d cases %6d tensors" % (path, size, ncases, ntensors))

@@ -22,7 +22,9 @@ On a tiny config (vocab 61, n_positions 16, n_embd 12, n_layer 2, n_head 3) it r
                 before it) the probe, the scalar sum(logits * probe) and its gradient for every parameter.
   * "init":     eigenformer's initialisation rule replayed from torch.manual_seed(seed): each weight, in
                 named_parameters order, normal_(0, 0.02) (c_proj weights 0.02 / sqrt(2 n_layer)); biases 0,
-                LayerNorm 1 / 0. The first and last 16 values of each weight are stored.
+                LayerNorm 1 / 0. The first and last 16 values of each weight are stored, and the root mean
+                square of all its values (float64 arithmetic on the float32 values): it follows the spread
+                the rule gives each weight, 0.02 or 0.01 here, for the whole tensor in one number.
   * "greedy", "greedy_eos": generate() without sampling, batch of 2 prompts of 4 tokens, 8 new tokens; the
                 second with an eos_token_id that row 0 produces, so row 0 is padded after it.
   * "warp_*":   the logits warpers on the last-position logits (and a hand-made row with ties).
@@ -300,7 +302,8 @@ def init_case():
     for name, p in model.named_parameters():
         if name.endswith("weight") and ".ln_" not in name:
             flat = p.detach().reshape(-1)
-            head_tail[name] = {"numel": flat.numel(), "head": enc(flat[:16]), "tail": enc(flat[-16:])}
+            head_tail[name] = {"numel": flat.numel(), "head": enc(flat[:16]), "tail": enc(flat[-16:]),
+                               "rms": float(flat.double().pow(2).mean().sqrt())}
     return {"name": "init", "seed": seed, "weights": head_tail}
 
 

@@ -242,7 +242,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     cases = (cross_entropy_cases() + optimizer_cases("adamw", ADAMW_SPECS, 200, replay_adamw_numpy)
              + optimizer_cases("sgd", SGD_SPECS, 250, replay_sgd_numpy) + clip_cases() + schedule_cases())
-    write_budgeted(out_dir, "train.json", cases, 60_000)
+    write_budgeted(out_dir, "train.json", cases, 60_000, count_by="kind")
     return 0
 
 
