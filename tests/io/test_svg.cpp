@@ -445,7 +445,7 @@ TEST_CASE("svg: panels in a grid and rows, saved atomically") {
   CHECK(read_bytes(file) == doc);
   CHECK(dir.entries() == std::vector<std::string>{"fig.svg"});  // no temporary file left behind
   // A directory that does not exist: an error naming the file, and nothing written.
-  CHECK(error_of([&] { fig.save(dir / "missing" / "fig.svg"); }).find("fig.svg") != std::string::npos);
+  CHECK(error_of<eigenformer::io::checkpoint_error>([&] { fig.save(dir / "missing" / "fig.svg"); }).find("fig.svg") != std::string::npos);
   CHECK_THROWS_AS(fig.save(dir / "missing" / "fig.svg"), eigenformer::io::checkpoint_error);
   // Bad input throws before the file is touched.
   svg::Figure empty;
@@ -462,45 +462,45 @@ TEST_CASE("svg: bad input is refused with a message naming the picture and the p
   auto heat = [](std::size_t r, std::size_t c, std::vector<double> v, svg::HeatmapOptions o = {}) {
     return svg::Heatmap{.rows = r, .cols = c, .values = std::move(v), .options = std::move(o)};
   };
-  CHECK(error_of([&] { add(heat(0, 0, {}, {.title = "attn"})); }) == "heatmap \"attn\": the matrix is empty (0 x 0)");
-  CHECK(error_of([&] { add(heat(2, 2, {1, 2, 3})); }) == "heatmap: 3 values for a 2 x 2 matrix");
-  CHECK(error_of([&] { add(heat(2, 2, {1, 2, 3, 4}, {.row_labels = {"a"}})); }) == "heatmap: 1 row labels for 2 rows");
-  CHECK(error_of([&] { add(heat(2, 2, {1, 2, 3, 4}, {.col_labels = {"a", "b", "c"}})); }) ==
+  CHECK(error_of<svg::plot_error>([&] { add(heat(0, 0, {}, {.title = "attn"})); }) == "heatmap \"attn\": the matrix is empty (0 x 0)");
+  CHECK(error_of<svg::plot_error>([&] { add(heat(2, 2, {1, 2, 3})); }) == "heatmap: 3 values for a 2 x 2 matrix");
+  CHECK(error_of<svg::plot_error>([&] { add(heat(2, 2, {1, 2, 3, 4}, {.row_labels = {"a"}})); }) == "heatmap: 1 row labels for 2 rows");
+  CHECK(error_of<svg::plot_error>([&] { add(heat(2, 2, {1, 2, 3, 4}, {.col_labels = {"a", "b", "c"}})); }) ==
         "heatmap: 3 column labels for 2 columns");
-  CHECK(error_of([&] { add(heat(2, 2, {1, 2, nan, 4})); }).find("row 1, column 0 is NaN") != std::string::npos);
-  CHECK(error_of([&] { add(heat(1, 2, {1, -inf})); }).find("column 1 is infinite") != std::string::npos);
-  CHECK(error_of([&] { add(heat(1, 2, {1, 2}, {.vmin = 1, .vmax = 1})); }).find("vmin must be less than vmax") !=
+  CHECK(error_of<svg::plot_error>([&] { add(heat(2, 2, {1, 2, nan, 4})); }).find("row 1, column 0 is NaN") != std::string::npos);
+  CHECK(error_of<svg::plot_error>([&] { add(heat(1, 2, {1, -inf})); }).find("column 1 is infinite") != std::string::npos);
+  CHECK(error_of<svg::plot_error>([&] { add(heat(1, 2, {1, 2}, {.vmin = 1, .vmax = 1})); }).find("vmin must be less than vmax") !=
         std::string::npos);
-  CHECK(error_of([] { svg::heatmap(std::vector<std::vector<double>>{{1, 2}, {3}}); }) ==
+  CHECK(error_of<svg::plot_error>([] { svg::heatmap(std::vector<std::vector<double>>{{1, 2}, {3}}); }) ==
         "heatmap: row 1 has 1 values but row 0 has 2");
   CHECK_THROWS_AS(add(heat(0, 3, {})), svg::plot_error);
   CHECK_THROWS_AS(add(heat(1, 1, {nan})), std::invalid_argument);  // plot_error is an invalid_argument
 
-  CHECK(error_of([&] { add(svg::LineChart{.title = "loss"}); }) == "line chart \"loss\": no series to draw");
-  CHECK(error_of([&] { add(svg::LineChart{.series = {{.name = "train", .x = {1, 2}, .y = {1}}}}); }) ==
+  CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.title = "loss"}); }) == "line chart \"loss\": no series to draw");
+  CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.series = {{.name = "train", .x = {1, 2}, .y = {1}}}}); }) ==
         "line chart: series \"train\" has 2 x values but 1 y values");
-  CHECK(error_of([&] { add(svg::LineChart{.series = {{.name = "a", .x = {1}, .y = {1}}, {.name = "", .x = {}, .y = {}}}}); }) ==
+  CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.series = {{.name = "a", .x = {1}, .y = {1}}, {.name = "", .x = {}, .y = {}}}}); }) ==
         "line chart: series 1 has no points");
-  CHECK(error_of([&] { add(svg::LineChart{.series = {{.name = "val", .x = {1, 2, 3}, .y = {1, nan, 2}}}}); })
+  CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.series = {{.name = "val", .x = {1, 2, 3}, .y = {1, nan, 2}}}}); })
             .find("series \"val\", point 1: NaN") != std::string::npos);
-  CHECK(error_of([&] { add(svg::LineChart{.series = {{.name = "v", .x = {inf}, .y = {1}}}}); }).find("infinite") !=
+  CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.series = {{.name = "v", .x = {inf}, .y = {1}}}}); }).find("infinite") !=
         std::string::npos);
-  CHECK(error_of([&] { add(svg::LineChart{.series = {{.name = "v", .x = {1}, .y = {1}}}, .ymin = 2, .ymax = 1}); })
+  CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.series = {{.name = "v", .x = {1}, .y = {1}}}, .ymin = 2, .ymax = 1}); })
             .find("ymin must be less than ymax") != std::string::npos);
 
-  CHECK(error_of([] { svg::confusion_matrix({}, {}); }) == "confusion matrix \"Confusion matrix\": no classes (the matrix is empty)");
-  CHECK(error_of([] { svg::confusion_matrix({{1, 2}, {3, 4}}, {"a"}, "cm"); }) ==
+  CHECK(error_of<svg::plot_error>([] { svg::confusion_matrix({}, {}); }) == "confusion matrix \"Confusion matrix\": no classes (the matrix is empty)");
+  CHECK(error_of<svg::plot_error>([] { svg::confusion_matrix({{1, 2}, {3, 4}}, {"a"}, "cm"); }) ==
         "confusion matrix \"cm\": 1 class names for 2 classes");
-  CHECK(error_of([] { svg::confusion_matrix({{1, 2}, {3}}, {"a", "b"}, "cm"); }).find("row 1 has 1 counts") !=
+  CHECK(error_of<svg::plot_error>([] { svg::confusion_matrix({{1, 2}, {3}}, {"a", "b"}, "cm"); }).find("row 1 has 1 counts") !=
         std::string::npos);
-  CHECK(error_of([] { svg::confusion_matrix({{1, -2}, {3, 4}}, {"a", "b"}, "cm"); }).find("negative count -2") !=
+  CHECK(error_of<svg::plot_error>([] { svg::confusion_matrix({{1, -2}, {3, 4}}, {"a", "b"}, "cm"); }).find("negative count -2") !=
         std::string::npos);
   // All zero counts still draw (on a 0..1 scale).
   svg::Figure zeros;
   zeros.add(svg::confusion_matrix({{0, 0}, {0, 0}}, {"a", "b"}));
   CHECK(parse(zeros.str())->all("rect", "cell").size() == 4);
 
-  CHECK(error_of([] { svg::Figure f("nothing"); (void)f.str(); }) == "figure \"nothing\": nothing to draw (no panels added)");
+  CHECK(error_of<svg::plot_error>([] { svg::Figure f("nothing"); (void)f.str(); }) == "figure \"nothing\": nothing to draw (no panels added)");
   CHECK_THROWS_AS(svg::Figure("x", 0), svg::plot_error);
 }
 
@@ -544,19 +544,19 @@ TEST_CASE("svg: CsvLog reads the examples' --log files into series") {
   CHECK(val.y == std::vector<double>{4.3, 3.75});
   CHECK(log.series("", "step", "lr").y == std::vector<double>{0.0001, 0.0002});  // every row; empty fields skipped
 
-  CHECK(error_of([&] { (void)log.series("", "step", "accuracy"); }) ==
+  CHECK(error_of<svg::plot_error>([&] { (void)log.series("", "step", "accuracy"); }) ==
         "run.csv: no column \"accuracy\" (the header has kind, step, lr, loss, train_loss, val_loss)");
-  CHECK(error_of([] { svg::CsvLog::parse("a,b\n1,2\n3\n", "x.csv"); }) ==
+  CHECK(error_of<svg::plot_error>([] { svg::CsvLog::parse("a,b\n1,2\n3\n", "x.csv"); }) ==
         "x.csv: line 3 has 1 fields but the header names 2 columns");
-  CHECK(error_of([] { (void)svg::CsvLog::parse("a,b\n1,2\n3,oops\n", "x.csv").series("", "a", "b"); }) ==
+  CHECK(error_of<svg::plot_error>([] { (void)svg::CsvLog::parse("a,b\n1,2\n3,oops\n", "x.csv").series("", "a", "b"); }) ==
         "x.csv: line 3, column \"b\": \"oops\" is not a finite number");
-  CHECK(error_of([] { (void)svg::CsvLog::parse("a,b\n1,nan\n", "x.csv").series("", "a", "b"); }).find("not a finite number") !=
+  CHECK(error_of<svg::plot_error>([] { (void)svg::CsvLog::parse("a,b\n1,nan\n", "x.csv").series("", "a", "b"); }).find("not a finite number") !=
         std::string::npos);
-  CHECK(error_of([] { svg::CsvLog::parse("", "x.csv"); }) == "x.csv: empty (no header row)");
+  CHECK(error_of<svg::plot_error>([] { svg::CsvLog::parse("", "x.csv"); }) == "x.csv: empty (no header row)");
 
   ScratchDir dir;
   write_bytes(dir / "run.csv", text);
   CHECK(svg::CsvLog::read(dir / "run.csv").rows() == 4);
-  CHECK(error_of([&] { svg::CsvLog::read(dir / "missing.csv"); }).find("missing.csv: cannot open the CSV log") !=
+  CHECK(error_of<svg::plot_error>([&] { svg::CsvLog::read(dir / "missing.csv"); }).find("missing.csv: cannot open the CSV log") !=
         std::string::npos);
 }
