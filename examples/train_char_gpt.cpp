@@ -226,14 +226,10 @@ struct Curves {
 int plot_from_log(const Options& o) {
   const auto log = svg::CsvLog::read(o.from_log);
   Curves c;
-  auto take = [](svg::Series& into, svg::Series from) {
-    into.x = std::move(from.x);
-    into.y = std::move(from.y);
-  };
-  take(c.batch, log.series("", "step", "loss", "kind", "train"));
-  take(c.lr, log.series("", "step", "lr", "kind", "train"));
-  take(c.train, log.series("", "step", "train_loss", "kind", "eval"));
-  take(c.val, log.series("", "step", "val_loss", "kind", "eval"));
+  c.batch.set_points(log.series("", "step", "loss", "kind", "train"));
+  c.lr.set_points(log.series("", "step", "lr", "kind", "train"));
+  c.train.set_points(log.series("", "step", "train_loss", "kind", "eval"));
+  c.val.set_points(log.series("", "step", "val_loss", "kind", "eval"));
   if (c.batch.x.empty() && c.train.x.empty()) throw std::runtime_error(o.from_log + ": no training or evaluation rows to draw");
   c.draw(o.plot);
   std::fprintf(stderr, "train_char_gpt: drew %zu steps and %zu evaluations of %s in %s\n", c.batch.x.size(),

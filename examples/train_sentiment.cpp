@@ -368,16 +368,12 @@ void draw(const std::string& file, const Curves& c, const train::Predictions* te
 int plot_from_log(const Options& o) {
   const auto log = svg::CsvLog::read(*o.from_log);
   Curves c;
-  auto take = [](svg::Series& into, svg::Series from) {
-    into.x = std::move(from.x);
-    into.y = std::move(from.y);
-  };
-  take(c.batch_loss, log.series("", "step", "loss", "kind", "step"));
-  take(c.batch_acc, log.series("", "step", "accuracy", "kind", "step"));
-  take(c.epoch_loss, log.series("", "step", "loss", "kind", "epoch"));
-  take(c.epoch_acc, log.series("", "step", "accuracy", "kind", "epoch"));
-  take(c.dev_loss, log.series("", "step", "dev_loss", "kind", "epoch"));
-  take(c.dev_acc, log.series("", "step", "dev_accuracy", "kind", "epoch"));
+  c.batch_loss.set_points(log.series("", "step", "loss", "kind", "step"));
+  c.batch_acc.set_points(log.series("", "step", "accuracy", "kind", "step"));
+  c.epoch_loss.set_points(log.series("", "step", "loss", "kind", "epoch"));
+  c.epoch_acc.set_points(log.series("", "step", "accuracy", "kind", "epoch"));
+  c.dev_loss.set_points(log.series("", "step", "dev_loss", "kind", "epoch"));
+  c.dev_acc.set_points(log.series("", "step", "dev_accuracy", "kind", "epoch"));
   if (c.batch_loss.x.empty() && c.epoch_loss.x.empty()) throw std::runtime_error(*o.from_log + ": no step or epoch rows to draw");
   draw(*o.plot, c, nullptr, {});
   std::fprintf(stderr, "train_sentiment: drew %zu steps and %zu epochs of %s in %s\n", c.batch_loss.x.size(),

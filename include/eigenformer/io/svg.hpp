@@ -78,6 +78,12 @@ struct Series {
   std::vector<double> x{}, y{};
   std::string color{};  // empty: the next colour of the chart's palette
   bool markers = false; // a dot at every point (always drawn for series of at most 40 points)
+
+  // Takes the points of `from` (a curve read from a log), keeping this series' name and style.
+  void set_points(Series from) {
+    x = std::move(from.x);
+    y = std::move(from.y);
+  }
 };
 
 struct LineChart {
