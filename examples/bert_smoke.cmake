@@ -7,6 +7,7 @@
 #
 #   cmake -DBERT=<exe> -DEDIT=<edit_safetensors exe> -DDATA=<tests/data> -DWORK_DIR=<scratch dir> -P bert_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/count_matches.cmake")
 
 foreach(_var BERT EDIT DATA WORK_DIR)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
@@ -125,13 +126,11 @@ expect_stdout(classify_svg "${DATA}/bert_tiny_cli_expected/classify.txt"
               --model "${CLS}" --classify "a great movie !" "the plot was boring and the acting awful ." "not a good film"
               --svg "${WORK_DIR}/attention.svg")
 file(READ "${WORK_DIR}/attention.svg" _svg)
-string(REGEX MATCHALL "<rect class=\"cell\"" _cells "${_svg}")
-list(LENGTH _cells _n)
+count_matches(_n "<rect class=\"cell\"" "${_svg}")
 if(NOT _n EQUAL 216)
   message(FATAL_ERROR "bert --svg: ${_n} heatmap cells, expected 2 layers x 3 heads x 6 x 6 = 216")
 endif()
-string(REGEX MATCHALL "class=\"row-label\"[^>]*>\\[CLS\\]</text>" _cls "${_svg}")
-list(LENGTH _cls _n)
+count_matches(_n "class=\"row-label\"[^>]*>\\[CLS\\]</text>" "${_svg}")
 if(NOT _n EQUAL 6 OR NOT _svg MATCHES "^<\\?xml" OR NOT _svg MATCHES "</svg>\n$")
   message(FATAL_ERROR "bert --svg: not the expected document (${_n} [CLS] row labels, expected 6)")
 endif()

@@ -4,6 +4,7 @@
 #
 #   cmake -DTOKENIZE=<exe> -DDATA_DIR=<shared data> -DTEST_DATA_DIR=<tests/data> -DWORK_DIR=<dir> -P tokenize_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/count_matches.cmake")
 
 foreach(_var TOKENIZE DATA_DIR TEST_DATA_DIR WORK_DIR)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
@@ -58,8 +59,7 @@ run(bert 0 ARGS --kind bert --vocab "${DATA_DIR}/bert-base-uncased" --file "${WO
 expect_equal(bert_ids "${bert_out}" "2051 10029 2066 2019 8612\n")
 # 5. Errors: one line on standard error, exit code 1.
 run(missing 1 ARGS --kind gpt2 --vocab "${WORK_DIR}/no-such-dir")
-string(REGEX MATCHALL "\n" _newlines "${missing_err}")
-list(LENGTH _newlines _lines)
+count_matches(_lines "\n" "${missing_err}")
 if(NOT _lines EQUAL 1 OR NOT missing_err MATCHES "no-such-dir: no such directory")
   message(FATAL_ERROR "tokenize_smoke: unexpected error output for a missing vocabulary: ${missing_err}")
 endif()
