@@ -72,7 +72,6 @@ void ours(benchmark::State& state, GemmShape s, int threads) {
     benchmark::DoNotOptimize(c.data());
   }
   set_flops(state, s);
-  state.SetLabel(ef::backend::gemm_library);
   ef::set_num_threads(saved);
 }
 
@@ -110,6 +109,7 @@ void openblas(benchmark::State& state, GemmShape s) {
 #endif
 
 const bool registered = [] {
+  benchmark::AddCustomContext("gemm_library", ef::backend::gemm_library);
   for (const auto& s : shapes) {
     const std::string name = std::string(s.label) + "_" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
                              std::to_string(s.k) + "_" + s.layout;

@@ -14,12 +14,17 @@ import subprocess
 import sys
 
 
-def cpp_medians(binary, reps):
+def cpp_medians(binary, reps, extra_args=(), context=None):
+    """{name: median seconds} of a Google Benchmark binary; `context`, a dict if given, receives the run's
+    context (the machine, and what a suite added with AddCustomContext)."""
     out = subprocess.run([binary, f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
-                          "--benchmark_format=json"], check=True, capture_output=True, text=True).stdout
+                          "--benchmark_format=json", *extra_args], check=True, capture_output=True, text=True).stdout
     res = {}
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-    for b in json.loads(out)["benchmarks"]:
+    report = json.loads(out)
+    if context is not None:
+        context.update(report.get("context", {}))
+    for b in report["benchmarks"]:
         if b.get("aggregate_name") == "median":
             # Benchmarks timed with UseRealTime() (the threaded ones) carry a /real_time suffix their twin lacks.
             name = b["run_name"].removesuffix("/real_time")
