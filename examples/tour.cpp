@@ -5,12 +5,15 @@
 //      projection matrices, the query/key/value of "journey", scores, weights and context vector.
 //   2. Softmax (BERT from scratch, sections 1.11-1.13): simple normalisation against softmax, and -inf.
 //   3. The causal mask (BERT from scratch, listings 1.9-1.12): tril, masked_fill with -inf, softmax.
+//   4. Where every other chapter lives: the example and the command that runs it.
 //
 // Run it with `cmake --workflow --preset demo`.
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 
@@ -104,6 +107,40 @@ void causal_mask() {
   std::cout << "Row sums: " << ef::sum(weights, -1) << "\n";
 }
 
+// The demo builds the tour alone; the rest of the tutorials are other examples (chapters.cpp holds the sections
+// that need no program of their own), so the tour ends with the way to each of them.
+void where_the_chapters_live() {
+  heading("4. Where each chapter lives");
+  std::cout << "Each command is a program in build/release/examples/, built by\n"
+               "  cmake --preset release && cmake --build --preset release\n";
+  struct Row {
+    const char* section;
+    const char* what;
+    const char* command;
+  };
+  const auto table = [](const char* book, std::initializer_list<Row> rows) {
+    std::cout << book << "\n";
+    for (const auto& r : rows) std::printf("  %-10s %-39s %s\n", r.section, r.what, r.command);
+  };
+  table("BERT from scratch (seed 000)",
+        {{"1.1", "the next token and its probability", "chapters next-token --model DIR  (a Hugging Face GPT-2 directory)"},
+         {"1.3", "words, characters and subwords", "chapters tokenize --vocab DIR  (GPT-2's vocabulary)"},
+         {"1.4", "byte-pair encoding, merge by merge", "chapters bpe-toy"},
+         {"1.5", "integer, binary, sinusoidal positions", "chapters positions  (as pictures: attention --svg FILE)"},
+         {"1.9-1.12", "self-attention step by step", "attention"},
+         {"1.13", "the causal mask", "section 3 above; zeros or -inf: chapters mask-leak"},
+         {"1.14-1.16", "dropout, multi-head attention", "attention"},
+         {"1.17-1.18", "LayerNorm, GELU, the feed-forward net", "chapters layernorm-gelu"},
+         {"1.19", "shortcut connections", "shortcut"},
+         {"1.23", "a Transformer that classifies text", "train_sentiment  (SST-2 from EIGENFORMER_DATA_DIR)"}});
+  table("LLMs from scratch, chapter 3 (seed 001)",
+        {{"3.4.1", "attention weights by hand", "section 1 above"},
+         {"3.4.2", "the SelfAttention_v1 and v2 classes", "attention"},
+         {"ex. 3.1", "v2's weights in v1, same output", "chapters exercise-3-1"}});
+  table("Natural Language Processing with Transformers, chapter 3 (seed 004)",
+        {{"encoder", "the encoder, piece by piece", "encoder"}});
+}
+
 }  // namespace
 
 int main() {
@@ -111,5 +148,6 @@ int main() {
   self_attention_by_hand();
   softmax_examples();
   causal_mask();
+  where_the_chapters_live();
   return 0;
 }
