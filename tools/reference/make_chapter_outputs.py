@@ -55,8 +55,10 @@ import torch.nn as nn  # noqa: E402
 
 from make_fixtures import check_native_fma  # noqa: E402
 from make_gpt2_fixtures import GPT2LMHeadModel  # noqa: E402
+from make_gpt2_hf_fixtures import bytes_to_unicode  # noqa: E402
+from make_worked_examples import SelfAttentionV1, SelfAttentionV2, journey_inputs, merge_pair  # noqa: E402
 
-# make_gpt2_fixtures asks for the default kernels on import; ATen reads the variable at its first operation.
+# make_gpt2_fixtures and make_gpt2_hf_fixtures ask for the default kernels on import; ATen reads the variable at its first operation.
 os.environ.pop("ATEN_CPU_CAPABILITY", None)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -115,18 +117,6 @@ def pair_counts(segs):
     return counts
 
 
-def merge(symbols, a, b):
-    out, i = [], 0
-    while i < len(symbols):
-        if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
-            out.append(a + b)
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
-
-
 def encode_word(word, merges):
     symbols = list(word) + [EOW]
     ranks = {m: r for r, m in enumerate(merges)}
@@ -159,7 +149,7 @@ def bpe_toy(p):
         counts = pair_counts(segs)
         (a, b), c = max(counts.items(), key=lambda kv: kv[1])  # max() keeps the first of equal counts
         merges.append((a, b))
-        segs = [merge(s, a, b) for s in segs]
+        segs = [merge_pair(s, a, b) for s in segs]
         p("merge %d: %s + %s -> %s (count %d)" % (k + 1, a, b, a + b, c))
         for (w, _), s in zip(CORPUS, segs):
             p("  %-8s %s" % (w, " ".join(s)))
@@ -184,18 +174,6 @@ def bpe_toy(p):
 # ---------------------------------------------------------------------------
 # Seed 000 §1.3: word, character and subword tokens
 # ---------------------------------------------------------------------------
-
-def bytes_to_unicode():
-    printable = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    spelling, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            spelling[b] = chr(b)
-        else:
-            spelling[b] = chr(0x100 + extra)
-            extra += 1
-    return spelling
-
 
 def load_gpt2_vocab(d):
     """(spelling -> id, merge ranks) from encoder.json + vocab.bpe or vocab.json + merges.txt."""
@@ -406,44 +384,17 @@ def layernorm_gelu(p):
 # Seed 001 exercise 3.1: SelfAttention_v2's weights in SelfAttention_v1
 # ---------------------------------------------------------------------------
 
-class SelfAttention_v1(nn.Module):
-    def __init__(self, d_in, d_out):
-        super().__init__()
-        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
-
-    def forward(self, x):
-        keys, queries, values = x @ self.W_key, x @ self.W_query, x @ self.W_value
-        attn_weights = torch.softmax(queries @ keys.T / keys.shape[-1] ** 0.5, dim=-1)
-        return attn_weights @ values
-
-
-class SelfAttention_v2(nn.Module):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-
-    def forward(self, x):
-        keys, queries, values = self.W_key(x), self.W_query(x), self.W_value(x)
-        attn_weights = torch.softmax(queries @ keys.T / keys.shape[-1] ** 0.5, dim=-1)
-        return attn_weights @ values
-
-
 def exercise_3_1(p):
-    inputs = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
-                           [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+    inputs = journey_inputs()
     p("Exercise 3.1 (LLMs from scratch, chapter 3): SelfAttention_v2's weights in SelfAttention_v1")
     p()
     torch.manual_seed(789)
-    sa_v2 = SelfAttention_v2(3, 2)
+    sa_v2 = SelfAttentionV2(3, 2)
     out_v2 = sa_v2(inputs).detach()
     p("sa_v2 = SelfAttention_v2(3, 2) after torch.manual_seed(789); sa_v2(inputs):")
     p(repr(out_v2))
     torch.manual_seed(123)
-    sa_v1 = SelfAttention_v1(3, 2)
+    sa_v1 = SelfAttentionV1(3, 2)
     p("sa_v1 = SelfAttention_v1(3, 2) after torch.manual_seed(123), its own rand weights; sa_v1(inputs):")
     p(repr(sa_v1(inputs).detach()))
     p()

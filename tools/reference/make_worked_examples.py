@@ -338,6 +338,19 @@ def binary_pe():
             "bits8": {str(p): bits[k].tolist() for k, p in enumerate(range(64, 76))}}
 
 
+def merge_pair(symbols, a, b):
+    """symbols with each (a, b) replaced by a + b, left to right without overlap (a a a -> aa a)."""
+    out, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
+            out.append(a + b)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
 def bpe_toy_corpus():
     """Section 1.4's byte-pair encoding on its toy corpus: pair counts weighted by word frequency, ten merges
     of the most frequent pair. Ties go to the pair seen first (words in the corpus's order, left to right),
@@ -360,16 +373,7 @@ def bpe_toy_corpus():
         best = max(counts.items(), key=lambda kv: kv[1])  # max keeps the first of equal counts
         (a, b), n = best
         merges.append([a, b, n])
-        for k, (symbols, count) in enumerate(words):
-            merged, i = [], 0
-            while i < len(symbols):
-                if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
-                    merged.append(a + b)
-                    i += 2
-                else:
-                    merged.append(symbols[i])
-                    i += 1
-            words[k] = (merged, count)
+        words = [(merge_pair(symbols, a, b), count) for symbols, count in words]
     return {"name": "bpe_toy_corpus", "source": "000 section 1.4", "corpus": dict(corpus), "end_of_word": eow,
             "initial_pair_counts": {a + " " + b: n for (a, b), n in initial.items()},
             "merges_first_seen_tiebreak": merges,
