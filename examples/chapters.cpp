@@ -67,12 +67,15 @@ struct usage_error : std::runtime_error {
 
 // printf into a std::string: the reference script prints with the same format strings.
 [[gnu::format(printf, 1, 2)]] std::string fmt(const char* format, ...) {
-  char buf[1024];
-  va_list args;
+  va_list args, again;
   va_start(args, format);
-  const int n = std::vsnprintf(buf, sizeof buf, format, args);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  std::string out(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
   va_end(args);
-  return std::string(buf, n < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+  return out;
 }
 
 void line(const std::string& s = "") { std::cout << s << '\n'; }

@@ -80,7 +80,7 @@ def num(x, decimals=4):
 
 def quoted(s):
     """A token between double quotes, with \\" \\\\ and \\u00XX escapes, and \\xNN for a byte that is not
-    part of a whole UTF-8 character (chapters.cpp's quoted())."""
+    part of a whole UTF-8 character (chapters.cpp's in_quotes())."""
     out = []
     for ch in s:
         if 0xDC80 <= ord(ch) <= 0xDCFF:
