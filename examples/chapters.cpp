@@ -19,8 +19,9 @@
 //                                 (config.json, model.safetensors, vocab.json, merges.txt) after the prompt
 //                                 (default: the section's "After years of hard work, your effort will take you")
 //
-// Every number is what PyTorch prints for the same computation: tools/reference/make_chapter_outputs.py
-// writes the expected outputs (tests/data/chapters/), and the ctests chapters_* compare them.
+// Every number is what PyTorch (plain Python for the tokenizers) gives for the same computation:
+// tools/reference/make_chapter_outputs.py writes the expected outputs (tests/data/chapters/), and the
+// ctests chapters_* compare them.
 // Exit status: 0, 2 for a usage error, 1 for any other error (one line on standard error).
 //
 // Build and run: cmake --preset release && cmake --build --preset release --target chapters
