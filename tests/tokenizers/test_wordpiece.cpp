@@ -6,12 +6,18 @@
 // tests/data/tokenizer_hard_cases.txt, and of a sweep over every assigned code point in four contexts. The
 // basic-tokenizer half of the sweep needs no vocabulary and runs in the unit suite; everything that reads
 // bert-base-uncased/vocab.txt or SST-2 is in the "data" suite. Agreement must be exact (ids are integers).
-// The small hand-made vocabulary below checks WordPiece's rules and encode_plus without the data set.
+// Hugging Face's own tokenizer is the second reference: tests/data/bert_hf_reference.json, written by
+// tools/reference/tokenizers/make_bert_hf_reference.mjs with npm @huggingface/tokenizers, holds its encode,
+// encode_plus (truncation and padding applied by transformers' rules), batch and decode results on a small
+// hand-made vocabulary and on the tiny BERT directories' vocabulary, and its ids of every hard-case line
+// (those run without the data set; on bert-base-uncased in the "data" suite).
 #include <doctest/doctest.h>
 
 #include <eigenformer/tokenizers/wordpiece.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,12 +106,71 @@ std::string from_hex(const std::string& hex) {
   return out;
 }
 
-// A vocabulary small enough to reason about by hand.
+// tests/data/bert_hf_reference.json, written by tools/reference/tokenizers/make_bert_hf_reference.mjs: what
+// Hugging Face's own BERT tokenizer (npm @huggingface/tokenizers) gives for encode, encode_plus, batches,
+// decode and every hard-case line, on a hand-made vocabulary ("toy", held in the file) and on
+// tests/data/bert_tiny_cls_hf/vocab.txt ("tiny"); the hard cases also on bert-base-uncased (data suite).
+constexpr const char* hf_file = "bert_hf_reference.json";
+
+const json& hf_reference() {
+  static const json j = eftest::load_fixture(hf_file);
+  return j;
+}
+
+// The cases of one kind, and how many the file declares, so each loop can check it ran all of them.
+std::vector<json> hf_cases(const std::string& kind) {
+  std::vector<json> out;
+  for (const json& c : hf_reference().at("cases"))
+    if (c.at("kind") == kind) out.push_back(c);
+  return out;
+}
+std::size_t hf_declared(const std::string& kind) { return eftest::declared_cases(hf_reference(), hf_file, "kind", kind); }
+
+// A vocabulary small enough to reason about by hand (the script lists why each token is there).
 const tk::BertTokenizer& toy() {
-  static const tk::BertTokenizer tok(Words{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able",
-                                           "hello", "world", ",", "!", "a", "aa", "##a", "##ab", "中", "##",
-                                           "##s"});
+  static const tk::BertTokenizer tok(hf_reference().at("vocabularies").at("toy").at("tokens").get<Words>());
   return tok;
+}
+
+// The tiny BERT directories' 60 real words, as the script read them (same SHA-256).
+const tk::BertTokenizer& tiny() {
+  static const tk::BertTokenizer tok = [] {
+    const json& v = hf_reference().at("vocabularies").at("tiny");
+    const auto path = std::filesystem::path(EIGENFORMER_TEST_DATA_DIR) / "bert_tiny_cls_hf" / "vocab.txt";
+    REQUIRE_MESSAGE(eftest::sha256_hex(read_bytes(path)) == v.at("sha256").get<std::string>(),
+                    path.string() << " changed after " << hf_file << " was written: rerun make_bert_hf_reference.mjs");
+    return tk::BertTokenizer::from_file(path);
+  }();
+  return tok;
+}
+
+const tk::BertTokenizer& hf_tokenizer(const json& c) {
+  const auto vocab = c.at("vocab").get<std::string>();
+  if (vocab == "toy") return toy();
+  if (vocab == "tiny") return tiny();
+  throw std::runtime_error(std::string(hf_file) + ": unknown vocabulary \"" + vocab + "\"");
+}
+
+tk::EncodeOptions encode_options(const json& o) {
+  const auto padding = o.at("padding").get<std::string>();
+  tk::EncodeOptions out{.max_length = o.at("max_length").get<std::size_t>(),
+                        .truncation = o.at("truncation").get<bool>(),
+                        .add_special_tokens = o.at("add_special_tokens").get<bool>()};
+  if (padding == "none") out.padding = tk::Padding::none;
+  else if (padding == "longest") out.padding = tk::Padding::longest;
+  else if (padding == "max_length") out.padding = tk::Padding::max_length;
+  else throw std::runtime_error(std::string(hf_file) + ": unknown padding \"" + padding + "\"");
+  return out;
+}
+
+std::optional<std::string> optional_text(const json& v) {
+  return v.is_null() ? std::nullopt : std::optional(v.get<std::string>());
+}
+
+Ids flat(const json& rows) {
+  Ids out;
+  for (const json& r : rows) for (const json& v : r) out.push_back(v.get<std::int64_t>());
+  return out;
 }
 
 // A temporary file with the given bytes, removed at scope exit.
@@ -202,119 +267,136 @@ TEST_CASE("wordpiece: basic tokenizer equals the reference on every assigned cod
   eftest::check_ran(ran, unicode_planes, "code point sweep planes");
 }
 
-TEST_CASE("wordpiece: greedy longest-match-first on a hand-made vocabulary") {
-  const auto& tok = toy();
-  CHECK(tok.tokenize("unaffable") == Words{"un", "##aff", "##able"});
-  CHECK(tok.encode("unaffable") == Ids{5, 6, 7});
-  CHECK(tok.tokenize("aaaa") == Words{"aa", "##a", "##a"});  // longest first: "aa", not "a"
-  CHECK(tok.tokenize("aab") == Words{"[UNK]"});  // no backtracking, though "a" "##ab" would cover it
-  CHECK(tok.tokenize("Hello, World!") == Words{"hello", ",", "world", "!"});
-  CHECK(tok.tokenize("中文") == Words{"中", "[UNK]"});
-  CHECK(tok.encode("hello zzz world") == Ids{8, 1, 9});  // one [UNK] per unknown word
-  CHECK(tok.encode(std::string(100, 'a')).size() == 99);    // "aa" + 98 x "##a": 100 characters is allowed
-  CHECK(tok.encode(std::string(101, 'a')) == Ids{1});       // 101 is over max_input_chars_per_word
-  CHECK(tok.encode("hello", true) == Ids{2, 8, 3});
-  CHECK(tok.encode("") == Ids{});
-  CHECK(tok.encode(" \t\n") == Ids{});
-  CHECK(tok.vocab_size() == 19);
-  CHECK(tok.token_to_id("##able") == 7);
-  CHECK_FALSE(tok.token_to_id("able").has_value());
-  CHECK(tok.id_to_token(16) == "中");
-  CHECK(tok.pad_id() == 0);
-  CHECK(tok.unk_id() == 1);
-  CHECK(tok.cls_id() == 2);
-  CHECK(tok.sep_id() == 3);
-  CHECK(tok.mask_id() == 4);
+TEST_CASE("wordpiece: encode and tokenize equal Hugging Face's tokenizer (hand-made and tiny vocabularies)") {
+  std::size_t ran = 0;
+  for (const json& c : hf_cases("encode")) {
+    ++ran;
+    const auto& tok = hf_tokenizer(c);
+    const auto text = c.at("text").get<std::string>();
+    const bool specials = c.at("add_special_tokens").get<bool>();
+    INFO(c.at("vocab").get<std::string>() << " \"" << text << "\" (" << c.at("note").get<std::string>() << ")");
+    const Ids ids = tok.encode(text, specials);
+    CHECK(ids == c.at("ids").get<Ids>());
+    if (!specials) CHECK(tok.tokenize(text) == c.at("tokens").get<Words>());
+    Words spelled;
+    for (const auto id : ids) spelled.push_back(tok.id_to_token(id));
+    CHECK(spelled == c.at("tokens").get<Words>());
+  }
+  eftest::check_ran(ran, hf_declared("encode"), "encode cases");
 }
 
-TEST_CASE("wordpiece: decode joins with spaces, glues ## pieces, keeps special tokens") {
+TEST_CASE("wordpiece: vocabulary lookups and special ids on the hand-made vocabulary") {
   const auto& tok = toy();
-  CHECK(tok.decode(Ids{2, 8, 10, 9, 11, 3}) == "[CLS] hello , world ! [SEP]");
-  CHECK(tok.decode(Ids{5, 6, 7, 0, 0}) == "unaffable [PAD] [PAD]");
-  CHECK(tok.decode(Ids{8, 18}) == "hellos");
-  CHECK(tok.decode(Ids{18, 8}) == "##s hello");  // nothing to glue to at the start
-  CHECK(tok.decode(Ids{8, 17, 9}) == "hello world");  // a bare "##" vanishes (" ##" removed)
-  CHECK(tok.decode(Ids{}) == "");
-  CHECK(tok.decode(tok.encode("Hello, unaffable world!")) == "hello , unaffable world !");
+  const auto tokens = hf_reference().at("vocabularies").at("toy").at("tokens").get<Words>();
+  const auto id_of = [&](const std::string& t) {
+    return static_cast<std::int64_t>(std::find(tokens.begin(), tokens.end(), t) - tokens.begin());
+  };
+  CHECK(tok.vocab_size() == tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    CHECK(tok.token_to_id(tokens[i]) == static_cast<std::int64_t>(i));
+    CHECK(tok.id_to_token(static_cast<std::int64_t>(i)) == tokens[i]);
+  }
+  CHECK_FALSE(tok.token_to_id("able").has_value());  // only "##able" is in it
+  CHECK(tok.pad_id() == id_of("[PAD]"));
+  CHECK(tok.unk_id() == id_of("[UNK]"));
+  CHECK(tok.cls_id() == id_of("[CLS]"));
+  CHECK(tok.sep_id() == id_of("[SEP]"));
+  CHECK(tok.mask_id() == id_of("[MASK]"));
 }
 
-TEST_CASE("wordpiece: encode_plus as Hugging Face's (specials, token types, truncation, padding)") {
-  const auto& tok = toy();
-  using tk::Padding;
-  auto e = tok.encode_plus("hello world");
-  CHECK(e.input_ids == Ids{2, 8, 9, 3});
-  CHECK(e.token_type_ids == Ids{0, 0, 0, 0});
-  CHECK(e.attention_mask == Ids{1, 1, 1, 1});
-
-  e = tok.encode_plus("hello", "world !");
-  CHECK(e.input_ids == Ids{2, 8, 3, 9, 11, 3});
-  CHECK(e.token_type_ids == Ids{0, 0, 0, 1, 1, 1});
-  CHECK(e.attention_mask == Ids{1, 1, 1, 1, 1, 1});
-
-  e = tok.encode_plus("hello", "world", {.max_length = 8, .padding = Padding::max_length});
-  CHECK(e.input_ids == Ids{2, 8, 3, 9, 3, 0, 0, 0});
-  CHECK(e.token_type_ids == Ids{0, 0, 0, 1, 1, 0, 0, 0});
-  CHECK(e.attention_mask == Ids{1, 1, 1, 1, 1, 0, 0, 0});
-
-  e = tok.encode_plus("hello world", std::nullopt, {.padding = Padding::longest});  // one sequence: no padding
-  CHECK(e.input_ids == Ids{2, 8, 9, 3});
-
-  e = tok.encode_plus("hello", std::nullopt, {.add_special_tokens = false});
-  CHECK(e.input_ids == Ids{8});
-
-  SUBCASE("truncation of one sequence keeps its head") {
-    e = tok.encode_plus("hello world hello world", std::nullopt, {.max_length = 4, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 8, 9, 3});
-    e = tok.encode_plus("hello world", std::nullopt, {.max_length = 2, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 3});
-    e = tok.encode_plus("hello world hello", std::nullopt, {.max_length = 4});  // truncation off: untouched
-    CHECK(e.input_ids.size() == 5);
+TEST_CASE("wordpiece: decode equals Hugging Face's WordPiece decoder (no clean-up, special tokens kept)") {
+  std::size_t ran = 0;
+  for (const json& c : hf_cases("decode")) {
+    ++ran;
+    INFO(c.at("vocab").get<std::string>() << " " << c.at("ids").dump() << " (" << c.at("note").get<std::string>() << ")");
+    CHECK(hf_tokenizer(c).decode(c.at("ids").get<Ids>()) == c.at("text").get<std::string>());
   }
-  SUBCASE("longest_first: the longer sequence loses tokens first, the second one on ties") {
-    // A = hello world hello world ! (5), B = un ##aff (2), room for 4: A loses its 3 extra tokens.
-    e = tok.encode_plus("hello world hello world !", "unaff", {.max_length = 7, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 6, 3});
-    CHECK(e.token_type_ids == Ids{0, 0, 0, 0, 1, 1, 1});
-    // 3 + 3, room for 4: one from each.
-    e = tok.encode_plus("hello world !", "unaffable", {.max_length = 7, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 6, 3});
-    // 3 + 3, room for 3: the odd token comes from the second sequence.
-    e = tok.encode_plus("hello world !", "unaffable", {.max_length = 6, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 3});
-    // 2 + 5, room for 4: B loses 3.
-    e = tok.encode_plus("hello world", "un aaaa ,", {.max_length = 7, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 8, 9, 3, 5, 13, 3});
-    // 4 + 2, room for 3: A loses 2 to equalise, then B loses the odd one.
-    e = tok.encode_plus("hello world hello world", "hello world", {.max_length = 6, .truncation = true});
-    CHECK(e.input_ids == Ids{2, 8, 9, 3, 8, 3});
-  }
-  SUBCASE("truncation cannot remove the special tokens") {
-    const auto msg = error_of<std::invalid_argument>([&] { tok.encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
-    CHECK(msg.find("max_length 2") != std::string::npos);
-    CHECK(msg.find("3 special tokens") != std::string::npos);
-  }
+  eftest::check_ran(ran, hf_declared("decode"), "decode cases");
+  CHECK(toy().decode(Ids{}).empty());  // the JavaScript decoder refuses an empty list; nothing to join
 }
 
-TEST_CASE("wordpiece: encode_batch gives [batch, length] tensors") {
+TEST_CASE("wordpiece: encode_plus equals Hugging Face's (specials, token types, truncation, padding)") {
+  std::size_t ran = 0;
+  for (const json& c : hf_cases("encode_plus")) {
+    ++ran;
+    const auto& tok = hf_tokenizer(c);
+    const auto text = c.at("text").get<std::string>();
+    const auto pair = optional_text(c.at("text_pair"));
+    INFO(c.at("vocab").get<std::string>() << " \"" << text << "\" / " << c.at("text_pair").dump() << " "
+                                         << c.at("options").dump() << " (" << c.at("note").get<std::string>() << ")");
+    const auto e = tok.encode_plus(text, pair, encode_options(c.at("options")));
+    CHECK(e.input_ids == c.at("input_ids").get<Ids>());
+    CHECK(e.token_type_ids == c.at("token_type_ids").get<Ids>());
+    CHECK(e.attention_mask == c.at("attention_mask").get<Ids>());
+  }
+  eftest::check_ran(ran, hf_declared("encode_plus"), "encode_plus cases");
+}
+
+TEST_CASE("wordpiece: encode_plus refuses a max_length below the special tokens") {
+  // Our own rule (transformers logs an error and returns the sequence untruncated): the message is ours.
+  const auto msg =
+      error_of<std::invalid_argument>([] { toy().encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
+  CHECK(msg.find("max_length 2") != std::string::npos);
+  CHECK(msg.find("3 special tokens") != std::string::npos);
+}
+
+TEST_CASE("wordpiece: encode_batch gives [batch, length] tensors equal to Hugging Face's rows") {
+  std::size_t ran = 0;
+  for (const json& c : hf_cases("batch")) {
+    ++ran;
+    const auto texts = c.at("texts").get<std::vector<std::string>>();
+    const auto pairs = c.at("pairs").get<std::vector<std::string>>();
+    INFO(c.at("vocab").get<std::string>() << " " << c.at("texts").dump() << " / " << c.at("pairs").dump() << " "
+                                         << c.at("options").dump());
+    const auto b = hf_tokenizer(c).encode_batch(texts, pairs, encode_options(c.at("options")));
+    const auto& rows = c.at("input_ids");
+    REQUIRE(b.input_ids.shape() ==
+            eigenformer::Shape<2>{static_cast<eigenformer::index_t>(rows.size()),
+                                  static_cast<eigenformer::index_t>(rows.at(0).size())});
+    CHECK(b.input_ids.to_vector() == flat(rows));
+    CHECK(b.token_type_ids.to_vector() == flat(c.at("token_type_ids")));
+    CHECK(b.attention_mask.to_vector() == flat(c.at("attention_mask")));
+  }
+  eftest::check_ran(ran, hf_declared("batch"), "batch cases");
+
   const auto& tok = toy();
   const std::vector<std::string> texts{"hello", "hello world !"};
-  auto b = tok.encode_batch(texts);
-  REQUIRE(b.input_ids.shape() == eigenformer::Shape<2>{2, 5});
-  CHECK(b.input_ids.to_vector() == Ids{2, 8, 3, 0, 0, 2, 8, 9, 11, 3});
-  CHECK(b.attention_mask.to_vector() == Ids{1, 1, 1, 0, 0, 1, 1, 1, 1, 1});
-  CHECK(b.token_type_ids.to_vector() == Ids(10, 0));
-
-  const std::vector<std::string> pairs{"world", "un"};
-  b = tok.encode_batch(texts, pairs, {.max_length = 6, .padding = tk::Padding::max_length, .truncation = true});
-  REQUIRE(b.input_ids.shape() == eigenformer::Shape<2>{2, 6});
-  CHECK(b.input_ids.to_vector() == Ids{2, 8, 3, 9, 3, 0, /**/ 2, 8, 9, 3, 5, 3});
-  CHECK(b.token_type_ids.to_vector() == Ids{0, 0, 0, 1, 1, 0, /**/ 0, 0, 0, 0, 1, 1});
-  CHECK(b.attention_mask.to_vector() == Ids{1, 1, 1, 1, 1, 0, /**/ 1, 1, 1, 1, 1, 1});
-
   CHECK(error_of<std::invalid_argument>([&] { tok.encode_batch(texts, {}, {.padding = tk::Padding::none}); })
             .find("use Padding::longest") != std::string::npos);
   CHECK(error_of<std::invalid_argument>([&] { tok.encode_batch(texts, std::vector<std::string>{"x"}); }).find("2 texts but 1 pairs") !=
         std::string::npos);
+}
+
+// Hard cases: Hugging Face's ids of each line, or, on the lines where Hugging Face and the Python reference
+// (Google's rules) differ, the Python reference's, which eigenformer follows; each difference is listed in
+// tools/reference/README.md. The file must be the one the script read.
+static void check_hard_cases(const tk::BertTokenizer& tok, const std::string& vocab) {
+  const std::string file = read_bytes(std::filesystem::path(EIGENFORMER_TEST_DATA_DIR) / "tokenizer_hard_cases.txt");
+  REQUIRE_MESSAGE(eftest::sha256_hex(file) == hf_reference().at("hard_cases_sha256").get<std::string>(),
+                  "tests/data/tokenizer_hard_cases.txt changed after " << hf_file
+                      << " was written: rerun tools/reference/tokenizers/make_bert_hf_reference.mjs");
+  const auto lines = byte_lines(file);
+  std::size_t ran = 0, differ = 0;
+  for (const json& c : hf_cases("hard_case")) {
+    if (c.at("vocab") != vocab) continue;
+    ++ran;
+    const auto n = c.at("line").get<std::size_t>();
+    REQUIRE(n >= 1);
+    REQUIRE(n <= lines.size());
+    INFO(vocab << ": tokenizer_hard_cases.txt:" << n);
+    if (c.contains("python_ids")) {
+      ++differ;
+      CHECK(tok.encode(lines[n - 1]) == c.at("python_ids").get<Ids>());
+    } else {
+      CHECK(tok.encode(lines[n - 1]) == c.at("ids").get<Ids>());
+    }
+  }
+  eftest::check_ran(ran, lines.size(), vocab + " hard-case lines");
+  CHECK(differ == hf_reference().at("differs").at(vocab).get<std::size_t>());
+}
+
+TEST_CASE("wordpiece: every hard-case line equals Hugging Face's tokenizer on the tiny vocabulary") {
+  check_hard_cases(tiny(), "tiny");
 }
 
 TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, or the id and size") {
@@ -452,6 +534,14 @@ TEST_SUITE("data") {
       CHECK(tok.encode(lines[n - 1]) == c.at("ids").get<Ids>());
     }
     eftest::check_ran(ran, expected_cases, "hard-case lines");
+  }
+
+  TEST_CASE("wordpiece: every hard-case line equals Hugging Face's tokenizer on bert-base-uncased") {
+    if (!eftest::data_dir_configured()) return;
+    REQUIRE_MESSAGE(eftest::sha256_hex(read_bytes(data_file("bert-base-uncased/vocab.txt"))) ==
+                        hf_reference().at("vocabularies").at("bert-base-uncased").at("sha256").get<std::string>(),
+                    "bert-base-uncased/vocab.txt is not the one " << hf_file << " was written with");
+    check_hard_cases(bert_base_uncased(), "bert-base-uncased");
   }
 
   TEST_CASE("wordpiece: ids of the byte cases (invalid UTF-8) equal the reference") {

@@ -313,6 +313,7 @@ def main():
     ap.add_argument("--hard-cases", default=os.path.join(REPO, "tests", "data", "tokenizer_hard_cases.txt"))
     ap.add_argument("--ids", action="store_true", help="print ids of each stdin line (like examples/tokenize)")
     ap.add_argument("--tokens", action="store_true", help="print WordPiece tokens of each stdin line")
+    ap.add_argument("--vocab", help="with --ids/--tokens: this vocab.txt instead of DIR's bert-base-uncased")
     ap.add_argument("--dump-sweep", nargs=2, metavar=("LO", "HI"), help="print the sweep's basic tokens per code point, tab-separated")
     args = ap.parse_args()
 
@@ -324,7 +325,7 @@ def main():
                 sys.stdout.buffer.write(("U+%04X\t%s\n" % (cp, "\t".join(basic_tokenize(sweep_text(cp, cp))))).encode("utf-8", "surrogatepass"))
         return
     if args.ids or args.tokens:
-        wp = WordPiece(vocab_path)
+        wp = WordPiece(args.vocab or vocab_path)
         inv = {i: t for t, i in wp.vocab.items()}
         for raw in sys.stdin.buffer.read().split(b"\n")[:-1]:
             ids = wp.ids(decode_bytes(raw))
