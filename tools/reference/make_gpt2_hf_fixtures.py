@@ -24,7 +24,11 @@ values (4 decimals, O(1) scale), on vocab 270, 16 positions, 8 channels, 2 layer
 The reference file (eigenformer-fixtures format, fixture_io.py) records:
   * "logits":     eval-mode logits (1, 7, 270) for fixed input ids;
   * "next_token": the prompt "the cat", its ids (BPE by hand below), and the 3 most probable next tokens
-                  with their softmax probabilities and spellings (what `gpt2 --show-top 3` prints).
+                  with their softmax probabilities and spellings (what `gpt2 --show-top 3` prints);
+  * "greedy":     greedy decoding of the same prompt: `max_new_tokens` argmax steps (each a full forward of
+                  the ids so far), stopping early at `eos_token_id`; the new `ids` and the `text` Hugging
+                  Face's GPT2Tokenizer.decode gives for prompt + new ids (bytes decoded as UTF-8, errors
+                  replaced), what `gpt2 --greedy --max-new-tokens 3` prints.
 
 The safetensors writer is make_safetensors_fixtures.py's (the format's reference writer layout). Every run
 writes the same bytes.
@@ -91,11 +95,18 @@ def bpe(piece, vocab):
     return [vocab[p] for p in parts]
 
 
+def decode(ids, by_id):
+    """GPT2Tokenizer.decode: the spellings joined, each character back to its byte, UTF-8 with errors replaced."""
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    return bytes(byte_of[c] for c in "".join(by_id[i] for i in ids)).decode("utf-8", errors="replace")
+
+
 def hf_state_dict(model, cfg):
     """The official layout: GPT2Model's keys (no prefix) plus the attention buffers."""
     out = {}
     for name, t in model.state_dict().items():
-        out[name[len("transformer."):]] = t.detach().clone()
+        if name.startswith("transformer."):  # lm_head.weight is wte's, tied: the official file leaves it out
+            out[name[len("transformer."):]] = t.detach().clone()
     p = cfg["n_positions"]
     for i in range(cfg["n_layer"]):
         out["h.%d.attn.bias" % i] = torch.tril(torch.ones(p, p)).view(1, 1, p, p)
@@ -143,6 +154,12 @@ def main(argv=None):
     with torch.no_grad():
         logits, _ = model(ids)
         probs = torch.softmax(model(torch.tensor([prompt_ids]))[0][0, -1], dim=-1)
+        greedy_ids, eos = [], N_VOCAB - 1
+        for _ in range(3):
+            step_logits = model(torch.tensor([prompt_ids + greedy_ids]))[0][0, -1]
+            greedy_ids.append(int(torch.argmax(step_logits)))
+            if greedy_ids[-1] == eos:
+                break
     top = torch.topk(probs, 3)
     by_id = {i: t for t, i in vocab.items()}
     table = [{"id": int(i), "probability": float(p), "token": by_id[int(i)]} for p, i in zip(top.values, top.indices)]
@@ -158,7 +175,9 @@ def main(argv=None):
         f.write("#version: 0.2\n" + "\n".join(MERGES) + "\n")
 
     cases = [{"name": "logits", "config": CONFIG, "input_ids": enc(ids), "logits": enc(logits)},
-             {"name": "next_token", "prompt": prompt, "ids": prompt_ids, "top": table}]
+             {"name": "next_token", "prompt": prompt, "ids": prompt_ids, "top": table},
+             {"name": "greedy", "prompt": prompt, "prompt_ids": prompt_ids, "max_new_tokens": 3, "eos_token_id": eos,
+              "ids": greedy_ids, "text": decode(prompt_ids + greedy_ids, by_id)}]
     size = write_fixture(os.path.join(args.out, "gpt2_tiny_hf_reference.json"), cases)
     total = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
     print("%s: %d bytes; gpt2_tiny_hf_reference.json: %d bytes" % (d, total, size))
