@@ -147,6 +147,20 @@ const json& handwritten(const std::string& name) {
 
 std::string torch_repr(const std::string& name) { return handwritten(name).at("repr").get<std::string>(); }
 
+// The options torch.set_printoptions left in force in the print_handwritten.json case `name` (its "options").
+void check_options(const ef::print_options& o, const std::string& name) {
+  const json& want = handwritten(name).at("options");
+  INFO("print_handwritten.json case " << name << ": " << want.dump());
+  CHECK(o.precision == want.at("precision").get<int>());
+  if (want.at("sci_mode").is_null())
+    CHECK(!o.sci_mode.has_value());
+  else
+    CHECK(o.sci_mode == std::optional<bool>(want.at("sci_mode").get<bool>()));
+  CHECK(o.threshold == want.at("threshold").get<index_t>());
+  CHECK(o.edgeitems == want.at("edgeitems").get<index_t>());
+  CHECK(o.linewidth == want.at("linewidth").get<index_t>());
+}
+
 }  // namespace
 
 TEST_CASE("print: every print.json case matches PyTorch's repr") {
@@ -169,8 +183,7 @@ TEST_CASE("print: every print.json case matches PyTorch's repr") {
     CHECK(got.explicit_options == expected);
     if (got.global == expected && got.explicit_options == expected) ++passed;
     // The guard put the defaults back.
-    CHECK(ef::get_printoptions().precision == 4);
-    CHECK(!ef::get_printoptions().sci_mode.has_value());
+    check_options(ef::get_printoptions(), "options_default");
   }
   MESSAGE("print.json: " << passed << " of " << cases.size() << " cases match");
   CHECK(passed == cases.size());
@@ -311,38 +324,20 @@ TEST_CASE("print: a large unsummarised tensor prints in linear time") {
 TEST_CASE("print: the global options") {
   options_guard guard;
   ef::reset_printoptions();
-  auto o = ef::get_printoptions();
-  CHECK(o.precision == 4);
-  CHECK(!o.sci_mode.has_value());
-  CHECK(o.threshold == 1000);
-  CHECK(o.edgeitems == 3);
-  CHECK(o.linewidth == 80);
+  check_options(ef::get_printoptions(), "options_default");
 
-  ef::set_printoptions(
-      ef::print_options{.precision = 3, .sci_mode = true, .threshold = 5, .edgeitems = 1, .linewidth = 40});
-  o = ef::get_printoptions();
-  CHECK(o.precision == 3);
-  CHECK(o.sci_mode == std::optional<bool>(true));
-  CHECK(o.threshold == 5);
-  CHECK(o.edgeitems == 1);
-  CHECK(o.linewidth == 40);
+  ef::set_printoptions(options_from_json(handwritten("options_set_all").at("set")));
+  check_options(ef::get_printoptions(), "options_set_all");
 
-  // Like torch.set_printoptions(precision=6): the other settings stay, sci_mode returns to automatic.
-  ef::set_printoptions(6);
-  o = ef::get_printoptions();
-  CHECK(o.precision == 6);
-  CHECK(!o.sci_mode.has_value());
-  CHECK(o.threshold == 5);
-  CHECK(o.linewidth == 40);
+  // Like torch.set_printoptions(precision=6) alone: the other settings stay, sci_mode returns to automatic.
+  ef::set_printoptions(handwritten("options_then_precision6").at("set").at("precision").get<int>());
+  check_options(ef::get_printoptions(), "options_then_precision6");
 
   // Invalid settings are refused and leave the options as they were.
   CHECK_THROWS_AS(ef::set_printoptions(-1), std::invalid_argument);
   CHECK_THROWS_AS(ef::set_printoptions(ef::print_options{.edgeitems = -1}), std::invalid_argument);
-  CHECK(ef::get_printoptions().precision == 6);
+  check_options(ef::get_printoptions(), "options_then_precision6");
 
   ef::reset_printoptions();
-  o = ef::get_printoptions();
-  CHECK(o.precision == 4);
-  CHECK(o.threshold == 1000);
-  CHECK(o.linewidth == 80);
+  check_options(ef::get_printoptions(), "options_default");
 }

@@ -911,6 +911,34 @@ def print_handwritten_cases():
         else:
             case["repr"] = r
         cases.append(case)
+    return cases + print_options_cases()
+
+
+def print_options_now():
+    """torch's current print options (torch._tensor_str.PRINT_OPTS), under the names print.json uses."""
+    p = torch._tensor_str.PRINT_OPTS
+    return {"precision": p.precision, "sci_mode": p.sci_mode, "linewidth": p.linewidth,
+            "threshold": jscalar(p.threshold), "edgeitems": p.edgeitems}
+
+
+def print_options_cases():
+    """What torch.set_printoptions leaves in force, for test_print.cpp's "the global options": the defaults
+    (profile="default", which DEFAULT_PRINT above must equal), every option set at once, and then
+    set_printoptions(precision=6) alone, which keeps the others but puts sci_mode back to automatic (None).
+    `set` holds the arguments of each call, `options` what PRINT_OPTS holds afterwards."""
+    torch.set_printoptions(profile="default")
+    defaults = print_options_now()
+    if defaults != dict(DEFAULT_PRINT, threshold=jscalar(DEFAULT_PRINT["threshold"])):
+        raise SystemExit("make_fixtures.py: DEFAULT_PRINT %r is not torch's default %r" % (DEFAULT_PRINT, defaults))
+    cases = [{"name": "options_default", "set": {"profile": "default"}, "options": defaults}]
+    try:
+        for name, args in (("options_set_all", {"precision": 3, "sci_mode": True, "threshold": 5, "edgeitems": 1,
+                                                "linewidth": 40}),
+                           ("options_then_precision6", {"precision": 6})):
+            torch.set_printoptions(**args)
+            cases.append({"name": name, "set": args, "options": print_options_now()})
+    finally:
+        torch.set_printoptions(profile="default")
     return cases
 
 
