@@ -5,6 +5,7 @@
 
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
@@ -89,25 +90,25 @@ TEST_CASE("activations: Hugging Face names, bad names and bad calls") {
   CHECK(nn::activation_kind("gelu_new") == nn::ActivationKind::gelu_tanh);
   CHECK(nn::activation_kind("gelu_pytorch_tanh") == nn::ActivationKind::gelu_tanh);
   CHECK(nn::activation_kind("relu") == nn::ActivationKind::relu);
-  CHECK_THROWS_WITH_AS(nn::Activation<float>("swish"),
+  CHECK_THROWS_WITH_EXACTLY(nn::Activation<float>("swish"),
                        "activation: unknown activation \"swish\"; accepted names are relu, gelu, gelu_new, "
                        "gelu_pytorch_tanh",
                        std::invalid_argument);
-  CHECK_THROWS_AS(nn::GELU<float>("fast"), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::GELU<float>("fast"), std::invalid_argument);
 
   nn::GELU<float> gelu;
-  CHECK_THROWS_WITH_AS(gelu.backward(ef::zeros<float>({2, 3})), doctest::Contains("GELU.backward: nothing saved"),
+  CHECK_THROWS_WITH_EXACTLY(gelu.backward(ef::zeros<float>({2, 3})), doctest::Contains("GELU.backward: nothing saved"),
                        std::logic_error);
   gelu.forward(ef::zeros<float>({2, 3}));
-  CHECK_THROWS_WITH_AS(gelu.backward(ef::zeros<float>({3, 2})),
+  CHECK_THROWS_WITH_EXACTLY(gelu.backward(ef::zeros<float>({3, 2})),
                        "GELU.backward: grad_output [3, 2] does not match the forward output [2, 3]", ef::shape_error);
   gelu.eval();
   gelu.forward(ef::zeros<float>({2, 3}));  // eval mode caches nothing
-  CHECK_THROWS_AS(gelu.backward(ef::zeros<float>({2, 3})), std::logic_error);
+  CHECK_THROWS_EXACTLY(gelu.backward(ef::zeros<float>({2, 3})), std::logic_error);
 
   nn::Softmax<float> sm(2);
-  CHECK_THROWS_AS(sm.forward(ef::zeros<float>({2, 3})), ef::shape_error);  // dim 2 of a rank-2 input
-  CHECK_THROWS_AS(sm.backward(ef::zeros<float>({2, 3})), std::logic_error);
+  CHECK_THROWS_EXACTLY(sm.forward(ef::zeros<float>({2, 3})), ef::shape_error);  // dim 2 of a rank-2 input
+  CHECK_THROWS_EXACTLY(sm.backward(ef::zeros<float>({2, 3})), std::logic_error);
 }
 
 TEST_CASE("activations: softmax of a fully masked row is zero and so is its gradient") {

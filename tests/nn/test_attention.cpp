@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/attention_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
@@ -500,19 +501,19 @@ TEST_CASE_TEMPLATE("KV cache: prefill, prompt after cached tokens and one-token 
     check_tensors_close(layer.keys.narrow(2, 0, t), k, 0, 0, "cached keys");
     check_tensors_close(layer.values.narrow(2, 0, t), v, 0, 0, "cached values");
     CHECK(cache.length() == 0);  // layer 0 untouched
-    CHECK_THROWS_WITH_AS(nn::fused_attention(qkv.narrow(1, 0, 2).contiguous(), o, {.cache = &layer}),
+    CHECK_THROWS_WITH_EXACTLY(nn::fused_attention(qkv.narrow(1, 0, 2).contiguous(), o, {.cache = &layer}),
                          "fused_attention: the KV cache holds 7 tokens and 2 new ones would need 9 positions, more "
                          "than its capacity 8",
                          std::out_of_range);
     nn::FusedAttentionContext<T> ctx;
-    CHECK_THROWS_AS(nn::fused_attention(qkv.narrow(1, 0, 1).contiguous(), o, {.cache = &layer, .context = &ctx}),
+    CHECK_THROWS_EXACTLY(nn::fused_attention(qkv.narrow(1, 0, 1).contiguous(), o, {.cache = &layer, .context = &ctx}),
                     std::invalid_argument);
     cache.reset();
     CHECK(layer.length() == 0);
   }
   nn::LayerKVCache<T> wrong(b, 2, 8, 6);
-  CHECK_THROWS_AS(nn::fused_attention(qkv, {.num_heads = heads, .causal = true}, {.cache = &wrong}), ef::shape_error);
-  CHECK_THROWS_AS(nn::KVCache<T>(2, 1, 3, 0, 4), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::fused_attention(qkv, {.num_heads = heads, .causal = true}, {.cache = &wrong}), ef::shape_error);
+  CHECK_THROWS_EXACTLY(nn::KVCache<T>(2, 1, 3, 0, 4), std::invalid_argument);
 }
 
 TEST_CASE("attention: identical bits with 1, 2 and 3 threads (forward, weights, every gradient)") {
@@ -577,7 +578,7 @@ TEST_CASE("MultiHeadAttention: an eval or InferenceMode forward writes nothing t
   const auto eval_before = snapshot();
   const auto y = m.forward(x);
   CHECK(snapshot() == eval_before);
-  CHECK_THROWS_AS(m.backward(g), std::logic_error);
+  CHECK_THROWS_EXACTLY(m.backward(g), std::logic_error);
   ef::Tensor<double, 3> y1, y2;
   std::thread a([&] { y1 = m.forward(x); });
   std::thread b([&] { y2 = m.forward(x); });
@@ -731,67 +732,67 @@ TEST_CASE("worked example: mha_split_heads (seed 000 listings 1.14-1.19: 2 heads
 // ---- bad input ----------------------------------------------------------------------------------------------
 
 TEST_CASE("attention: bad input") {
-  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention<float>(256, 6), doctest::Contains("256 is not divisible by 6"),
+  CHECK_THROWS_WITH_EXACTLY(nn::MultiHeadAttention<float>(256, 6), doctest::Contains("256 is not divisible by 6"),
                        std::invalid_argument);
-  CHECK_THROWS_AS(nn::MultiHeadAttention<float>(12, 0), std::invalid_argument);
-  CHECK_THROWS_AS(nn::MultiHeadAttention<float>(12, 3, {.attn_dropout = 1.5}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::MultiHeadAttention<float>(12, 0), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::MultiHeadAttention<float>(12, 3, {.attn_dropout = 1.5}), std::invalid_argument);
 
   const auto q = ef::zeros<float>({2, 3, 5, 4});
-  CHECK_THROWS_WITH_AS(nn::scaled_dot_product_attention(q, q, q, ef::ones<bool>({3, 5})),
+  CHECK_THROWS_WITH_EXACTLY(nn::scaled_dot_product_attention(q, q, q, ef::ones<bool>({3, 5})),
                        "scaled_dot_product_attention: mask [3, 5] does not broadcast to the attention scores "
                        "[2, 3, 5, 5] (batch..., query tokens, key tokens)",
                        ef::shape_error);
-  CHECK_THROWS_AS(nn::scaled_dot_product_attention(q, q, q, ef::ones<bool>({2, 1, 1, 4})), ef::shape_error);
-  CHECK_THROWS_WITH_AS(nn::scaled_dot_product_attention(q, ef::zeros<float>({2, 3, 5, 6}), q),
+  CHECK_THROWS_EXACTLY(nn::scaled_dot_product_attention(q, q, q, ef::ones<bool>({2, 1, 1, 4})), ef::shape_error);
+  CHECK_THROWS_WITH_EXACTLY(nn::scaled_dot_product_attention(q, ef::zeros<float>({2, 3, 5, 6}), q),
                        doctest::Contains("query [2, 3, 5, 4], key [2, 3, 5, 6]"), ef::shape_error);
-  CHECK_THROWS_AS(nn::scaled_dot_product_attention(q, q, ef::zeros<float>({2, 3, 6, 4})), ef::shape_error);
-  CHECK_THROWS_AS(nn::scaled_dot_product_attention(q, q, q, std::nullopt, 1.5), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::scaled_dot_product_attention(q, q, ef::zeros<float>({2, 3, 6, 4})), ef::shape_error);
+  CHECK_THROWS_EXACTLY(nn::scaled_dot_product_attention(q, q, q, std::nullopt, 1.5), std::invalid_argument);
 
   nn::MultiHeadAttention<float> mha(12, 3);
-  CHECK_THROWS_WITH_AS(mha.forward(ef::zeros<float>({2, 5, 10})),
+  CHECK_THROWS_WITH_EXACTLY(mha.forward(ef::zeros<float>({2, 5, 10})),
                        "MultiHeadAttention.forward: input [2, 5, 10] x qkv.weight [36, 12]: last dim of the input "
                        "must be dim 12",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(mha.forward(ef::zeros<float>({2, 5, 12}), ef::ones<bool>({2, 4})),
+  CHECK_THROWS_WITH_EXACTLY(mha.forward(ef::zeros<float>({2, 5, 12}), ef::ones<bool>({2, 4})),
                        doctest::Contains("key_padding_mask [2, 4] does not match the input [2, 5, 12]"), ef::shape_error);
-  CHECK_THROWS_WITH_AS(mha.backward(ef::zeros<float>({2, 5, 12})), doctest::Contains("nothing saved"), std::logic_error);
+  CHECK_THROWS_WITH_EXACTLY(mha.backward(ef::zeros<float>({2, 5, 12})), doctest::Contains("nothing saved"), std::logic_error);
   mha.eval();
   mha.forward(ef::zeros<float>({2, 5, 12}));  // eval mode saves nothing
-  CHECK_THROWS_AS(mha.backward(ef::zeros<float>({2, 5, 12})), std::logic_error);
+  CHECK_THROWS_EXACTLY(mha.backward(ef::zeros<float>({2, 5, 12})), std::logic_error);
   mha.train();
   mha.forward(ef::zeros<float>({2, 5, 12}));
-  CHECK_THROWS_AS(mha.backward(ef::zeros<float>({2, 4, 12})), ef::shape_error);
+  CHECK_THROWS_EXACTLY(mha.backward(ef::zeros<float>({2, 4, 12})), ef::shape_error);
 
   tut::SelfAttentionV1<float> v1(3, 2);
-  CHECK_THROWS_WITH_AS(v1.forward(ef::zeros<float>({6, 4})),
+  CHECK_THROWS_WITH_EXACTLY(v1.forward(ef::zeros<float>({6, 4})),
                        "SelfAttentionV1.forward: input [6, 4] x W_query [3, 2]: last dim of the input must be d_in 3",
                        ef::shape_error);
-  CHECK_THROWS_AS(v1.backward(ef::zeros<float>({6, 2})), std::logic_error);
+  CHECK_THROWS_EXACTLY(v1.backward(ef::zeros<float>({6, 2})), std::logic_error);
   tut::SelfAttentionV2<float> v2(3, 2);
-  CHECK_THROWS_WITH_AS(v2.forward(ef::zeros<float>({6, 4})), doctest::Contains("input [6, 4] x W_query.weight [2, 3]"),
+  CHECK_THROWS_WITH_EXACTLY(v2.forward(ef::zeros<float>({6, 4})), doctest::Contains("input [6, 4] x W_query.weight [2, 3]"),
                        ef::shape_error);
-  CHECK_THROWS_AS(v2.backward(ef::zeros<float>({6, 2})), std::logic_error);
+  CHECK_THROWS_EXACTLY(v2.backward(ef::zeros<float>({6, 2})), std::logic_error);
   tut::CausalAttention<float> ca(3, 2, 4, 0.1);
-  CHECK_THROWS_WITH_AS(ca.forward(ef::zeros<float>({2, 6, 3})), doctest::Contains("more than context_length 4"),
+  CHECK_THROWS_WITH_EXACTLY(ca.forward(ef::zeros<float>({2, 6, 3})), doctest::Contains("more than context_length 4"),
                        ef::shape_error);
-  CHECK_THROWS_AS(ca.backward(ef::zeros<float>({2, 4, 2})), std::logic_error);
-  CHECK_THROWS_AS(tut::SelfAttentionV1<float>(0, 2), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(ca.backward(ef::zeros<float>({2, 4, 2})), std::logic_error);
+  CHECK_THROWS_EXACTLY(tut::SelfAttentionV1<float>(0, 2), std::invalid_argument);
 
   const auto qkv = ef::zeros<float>({2, 5, 36});
-  CHECK_THROWS_WITH_AS(nn::fused_attention(qkv, {.num_heads = 5}),
+  CHECK_THROWS_WITH_EXACTLY(nn::fused_attention(qkv, {.num_heads = 5}),
                        "fused_attention: qkv [2, 5, 36] must end in 3C (query, key and value features) with C "
                        "divisible by num_heads 5",
                        ef::shape_error);
-  CHECK_THROWS_AS(nn::fused_attention(qkv, {.num_heads = 0}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::fused_attention(qkv, {.num_heads = 0}), std::invalid_argument);
   const auto short_mask = ef::ones<bool>({2, 4});
-  CHECK_THROWS_WITH_AS(nn::fused_attention(qkv, {.num_heads = 3}, {.key_padding_mask = &short_mask}),
+  CHECK_THROWS_WITH_EXACTLY(nn::fused_attention(qkv, {.num_heads = 3}, {.key_padding_mask = &short_mask}),
                        "fused_attention: key_padding_mask [2, 4] does not match the 2 sequences of 5 keys (expected "
                        "[batch, keys] = [2, 5])",
                        ef::shape_error);
-  CHECK_THROWS_AS(nn::fused_attention(qkv, {.num_heads = 3, .dropout_p = -0.1}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::fused_attention(qkv, {.num_heads = 3, .dropout_p = -0.1}), std::invalid_argument);
   nn::FusedAttentionContext<float> ctx;
   nn::fused_attention(qkv, {.num_heads = 3}, {.context = &ctx});
-  CHECK_THROWS_WITH_AS(nn::fused_attention_backward(ctx, ef::zeros<float>({2, 5, 36})),
+  CHECK_THROWS_WITH_EXACTLY(nn::fused_attention_backward(ctx, ef::zeros<float>({2, 5, 36})),
                        "fused_attention_backward: grad_output [2, 5, 36] does not match the forward output [2, 5, 12]",
                        ef::shape_error);
 }

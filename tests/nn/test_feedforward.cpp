@@ -6,6 +6,7 @@
 
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
@@ -94,13 +95,13 @@ TEST_CASE("FeedForward: names, default hidden size, eval mode, bad input") {
   CHECK(ff.num_parameters() == 8 * 32 + 32 + 32 * 8 + 8);
   ff.eval();
   (void)ff.forward(ef::randn<float>({2, 8}));
-  CHECK_THROWS_AS(ff.backward(ef::zeros<float>({2, 8})), std::logic_error);  // an eval forward saves nothing
+  CHECK_THROWS_EXACTLY(ff.backward(ef::zeros<float>({2, 8})), std::logic_error);  // an eval forward saves nothing
   ff.train();
-  CHECK_THROWS_WITH_AS(ff.forward(ef::zeros<float>({2, 7})), doctest::Contains("input [2, 7] x weight [32, 8]"),
+  CHECK_THROWS_WITH_EXACTLY(ff.forward(ef::zeros<float>({2, 7})), doctest::Contains("input [2, 7] x weight [32, 8]"),
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(nn::FeedForward<float>(8, 0, 0.1, "tanh"), doctest::Contains("accepted names are relu, gelu"),
+  CHECK_THROWS_WITH_EXACTLY(nn::FeedForward<float>(8, 0, 0.1, "tanh"), doctest::Contains("accepted names are relu, gelu"),
                        std::invalid_argument);
-  CHECK_THROWS_AS(nn::FeedForward<float>(8, 0, 1.5), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::FeedForward<float>(8, 0, 1.5), std::invalid_argument);
 }
 
 TEST_CASE_TEMPLATE("Dropout: keeps zeros, scales survivors by 1/(1-p), and backward applies the same mask", T, float,

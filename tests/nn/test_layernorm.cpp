@@ -6,6 +6,7 @@
 
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
@@ -102,18 +103,18 @@ TEST_CASE("LayerNorm: parameters, eval mode and bad input") {
   CHECK(ef::sum(ef::abs(ln.bias->data)).item() == 0.f);
   CHECK(nn::LayerNorm<float>(12, 1e-5, false).named_parameters().empty());
 
-  CHECK_THROWS_WITH_AS(ln.forward(ef::zeros<float>({2, 5, 7})),
+  CHECK_THROWS_WITH_EXACTLY(ln.forward(ef::zeros<float>({2, 5, 7})),
                        "LayerNorm.forward: input [2, 5, 7] does not end in normalized_shape [12] (the weight's shape)",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(ln.backward(ef::zeros<float>({2, 12})), doctest::Contains("LayerNorm.backward: nothing saved"),
+  CHECK_THROWS_WITH_EXACTLY(ln.backward(ef::zeros<float>({2, 12})), doctest::Contains("LayerNorm.backward: nothing saved"),
                        std::logic_error);
   ln.forward(ef::zeros<float>({2, 12}));
-  CHECK_THROWS_WITH_AS(ln.backward(ef::zeros<float>({3, 12})),
+  CHECK_THROWS_WITH_EXACTLY(ln.backward(ef::zeros<float>({3, 12})),
                        "LayerNorm.backward: grad_output [3, 12] does not match the forward output [2, 12]",
                        ef::shape_error);
   ln.eval();
   const auto y = ln.forward(ef::ones<float>({2, 12}));  // a constant row normalises to 0 (then + bias)
   CHECK(ef::sum(ef::abs(y)).item() == 0.f);
-  CHECK_THROWS_AS(ln.backward(ef::zeros<float>({2, 12})), std::logic_error);
-  CHECK_THROWS_AS(nn::LayerNorm<float>(0), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(ln.backward(ef::zeros<float>({2, 12})), std::logic_error);
+  CHECK_THROWS_EXACTLY(nn::LayerNorm<float>(0), std::invalid_argument);
 }

@@ -7,6 +7,7 @@
 #include "support/fixtures.hpp"
 #include "support/gradcheck.hpp"
 #include "support/naive.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 
@@ -78,17 +79,17 @@ TEST_CASE("Linear: gradients accumulate across backward calls and zero_grad rese
 
 TEST_CASE("Linear: bad input") {
   ef::nn::Linear<float> lin(4, 2);
-  CHECK_THROWS_WITH_AS(lin.forward(ef::zeros<float>({3, 5})),
+  CHECK_THROWS_WITH_EXACTLY(lin.forward(ef::zeros<float>({3, 5})),
                        "Linear.forward: input [3, 5] x weight [2, 4]: last dim of the input must be in_features 4",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(lin.backward(ef::zeros<float>({3, 2})), doctest::Contains("nothing saved"), std::logic_error);
+  CHECK_THROWS_WITH_EXACTLY(lin.backward(ef::zeros<float>({3, 2})), doctest::Contains("nothing saved"), std::logic_error);
   lin.eval();
   lin.forward(ef::zeros<float>({3, 4}));  // eval mode caches nothing
-  CHECK_THROWS_AS(lin.backward(ef::zeros<float>({3, 2})), std::logic_error);
+  CHECK_THROWS_EXACTLY(lin.backward(ef::zeros<float>({3, 2})), std::logic_error);
   lin.train();
   lin.forward(ef::zeros<float>({3, 4}));
-  CHECK_THROWS_AS(lin.backward(ef::zeros<float>({3, 3})), ef::shape_error);
-  CHECK_THROWS_AS(ef::nn::Linear<float>(0, 2), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(lin.backward(ef::zeros<float>({3, 3})), ef::shape_error);
+  CHECK_THROWS_EXACTLY(ef::nn::Linear<float>(0, 2), std::invalid_argument);
 }
 
 // Conv1D is Linear with the weight stored transposed: loading W^T into a Conv1D must give the same output and
@@ -122,10 +123,10 @@ TEST_CASE("Conv1D: equals Linear with the transposed weight, forward and backwar
   CHECK(names == std::vector<std::string>{"weight", "bias"});
   CHECK(conv.type_name() == "Conv1D");
 
-  CHECK_THROWS_WITH_AS(conv.forward(ef::zeros<double>({3, 4})),
+  CHECK_THROWS_WITH_EXACTLY(conv.forward(ef::zeros<double>({3, 4})),
                        "Conv1D.forward: input [3, 4] x weight [5, 3]: last dim of the input must be in_features 5",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(conv.backward(probe), doctest::Contains("Conv1D.backward: nothing saved"), std::logic_error);
+  CHECK_THROWS_WITH_EXACTLY(conv.backward(probe), doctest::Contains("Conv1D.backward: nothing saved"), std::logic_error);
 }
 
 TEST_CASE("Linear: a frozen weight gets no gradient, the bias and the input still do") {

@@ -18,6 +18,7 @@
 #include <eigenformer/train/losses.hpp>
 
 #include "support/fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
@@ -266,18 +267,18 @@ TEST_CASE("module tree: only a recording forward saves; eval and InferenceMode f
     ef::InferenceMode guard;
     lin.forward(x1);
   }
-  CHECK_THROWS_WITH_AS(lin.backward(g), doctest::Contains("Linear.backward: nothing saved"), std::logic_error);
+  CHECK_THROWS_WITH_EXACTLY(lin.backward(g), doctest::Contains("Linear.backward: nothing saved"), std::logic_error);
 
   // eval() drops what the last training forward saved: no backward can follow.
   lin.forward(x1);
   lin.eval();
-  CHECK_THROWS_AS(lin.backward(g), std::logic_error);
+  CHECK_THROWS_EXACTLY(lin.backward(g), std::logic_error);
 
   // An eval-mode forward needs only a const module: several threads may share one.
   const nn::Linear<double>& shared = lin;
   const auto y = shared.forward(x1);
   CHECK(y.shape() == ef::Shape<2>{2, 3});
-  CHECK_THROWS_AS(lin.backward(g), std::logic_error);
+  CHECK_THROWS_EXACTLY(lin.backward(g), std::logic_error);
 }
 
 TEST_CASE("module tree: under InferenceMode a training-mode Dropout still drops, but saves no mask") {
@@ -291,7 +292,7 @@ TEST_CASE("module tree: under InferenceMode a training-mode Dropout still drops,
   }
   const auto v = y.to_vector();
   CHECK(std::count(v.begin(), v.end(), 0.f) > 0);
-  CHECK_THROWS_AS(drop.backward(ef::ones<float>({64})), std::logic_error);
+  CHECK_THROWS_EXACTLY(drop.backward(ef::ones<float>({64})), std::logic_error);
 }
 
 TEST_CASE("module tree: the attention family prints what its PyTorch twins print (fixture)") {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "support/fixtures.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -73,13 +74,13 @@ TEST_CASE_TEMPLATE("eigen interop: as_matrix of row-major views (slices) uses th
 TEST_CASE_TEMPLATE("eigen interop: as_matrix of a transposed (column-major) view throws", T, float, double) {
   auto x = iota<T>(ef::Shape<2>{2, 3});
   auto t = x.t();
-  CHECK_THROWS_WITH_AS(ef::as_matrix(t),
+  CHECK_THROWS_WITH_EXACTLY(ef::as_matrix(t),
                        "as_matrix: tensor of shape [3, 2] with strides [1, 3] is not row-major; call contiguous() first",
                        ef::shape_error);
   const auto& ct = t;
-  CHECK_THROWS_AS(ef::as_matrix(ct), ef::shape_error);
+  CHECK_THROWS_EXACTLY(ef::as_matrix(ct), ef::shape_error);
   auto strided = x.slice(1, 0, 3, 2);  // column stride 2
-  CHECK_THROWS_AS(ef::as_matrix(strided), ef::shape_error);
+  CHECK_THROWS_EXACTLY(ef::as_matrix(strided), ef::shape_error);
   auto tc = t.contiguous();
   CHECK(ef::as_matrix(tc)(2, 1) == x(1, 2));
 }

@@ -17,6 +17,8 @@
 #include <string>
 #include <type_traits>
 
+#include "support/throws.hpp"
+
 namespace {
 
 namespace ef = eigenformer;
@@ -334,8 +336,8 @@ TEST_CASE("print: the global options") {
   check_options(ef::get_printoptions(), "options_then_precision6");
 
   // Invalid settings are refused and leave the options as they were.
-  CHECK_THROWS_AS(ef::set_printoptions(-1), std::invalid_argument);
-  CHECK_THROWS_AS(ef::set_printoptions(ef::print_options{.edgeitems = -1}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(ef::set_printoptions(-1), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(ef::set_printoptions(ef::print_options{.edgeitems = -1}), std::invalid_argument);
   check_options(ef::get_printoptions(), "options_then_precision6");
 
   ef::reset_printoptions();

@@ -10,6 +10,7 @@
 
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -92,7 +93,7 @@ TEST_CASE("bpe trainer: encoder on unseen words, ids, stopping rules") {
   // Without limits training ends when every word is one symbol.
   const auto all = tk::BpeTrainer({.merges = 100}).train(corpus);
   for (const auto& [word, pieces] : all.segmentation) CHECK(pieces == Words{word + "</w>"});
-  CHECK_THROWS_AS(tk::BpeTrainer({.min_count = 0}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(tk::BpeTrainer({.min_count = 0}), std::invalid_argument);
 }
 
 TEST_CASE("bpe trainer: word_frequencies counts in first-occurrence order; overlapping pairs; UTF-8") {

@@ -11,6 +11,7 @@
 #include <vector>
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
+#include "support/throws.hpp"
 
 using eftest::error_of;
 
@@ -51,7 +52,7 @@ TEST_CASE("char tokenizer: bad input throws naming the character, byte or id") {
   CHECK(error_of<std::invalid_argument>([&] { tk::CharTokenizer::from_text("ok\xC3"); }) == "CharTokenizer::from_text: invalid UTF-8 at byte 2");
   CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{0, 3}); }) == "id 3 is outside the vocabulary (size 3)");
   CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{-2}); }) == "id -2 is outside the vocabulary (size 3)");
-  CHECK_THROWS_AS(tok.id_to_token(5), tk::token_id_error);
+  CHECK_THROWS_EXACTLY(tok.id_to_token(5), tk::token_id_error);
   CHECK(error_of<std::invalid_argument>([] { tk::CharTokenizer(std::vector<char32_t>{'a', 'b', 'a'}); }) ==
         "CharTokenizer: U+0061 'a' appears twice");
   CHECK(error_of<std::invalid_argument>([] { tk::CharTokenizer(std::vector<char32_t>{0xD800}); }) ==

@@ -20,6 +20,7 @@
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
 #include "support/sha256.hpp"
+#include "support/throws.hpp"
 
 namespace fs = std::filesystem;
 using eigenformer::tokenizers::GPT2Tokenizer;
@@ -263,23 +264,23 @@ TEST_CASE("gpt2: decode(encode(x)) == x for random byte strings, ill-formed UTF-
 TEST_CASE("gpt2: decode and id_to_token name the id and the vocabulary size") {
   TempDir dir;
   const auto tok = load_tiny(dir);
-  CHECK_THROWS_WITH_AS(tok.decode(Ids{259, 267}), "id 267 is outside the vocabulary (size 267)", token_id_error);
-  CHECK_THROWS_WITH_AS(tok.decode(Ids{-1}), "id -1 is outside the vocabulary (size 267)", token_id_error);
+  CHECK_THROWS_WITH_EXACTLY(tok.decode(Ids{259, 267}), "id 267 is outside the vocabulary (size 267)", token_id_error);
+  CHECK_THROWS_WITH_EXACTLY(tok.decode(Ids{-1}), "id -1 is outside the vocabulary (size 267)", token_id_error);
   CHECK_THROWS_AS(tok.id_to_token(1000000), std::out_of_range);
-  CHECK_THROWS_WITH_AS(tok.token_to_id("nope"), doctest::Contains("\"nope\" is not in the vocabulary"),
+  CHECK_THROWS_WITH_EXACTLY(tok.token_to_id("nope"), doctest::Contains("\"nope\" is not in the vocabulary"),
                        std::invalid_argument);
 }
 
 TEST_CASE("gpt2: missing files and directories are named") {
   TempDir dir;
-  CHECK_THROWS_WITH_AS(GPT2Tokenizer::from_directory(dir.path),
+  CHECK_THROWS_WITH_EXACTLY(GPT2Tokenizer::from_directory(dir.path),
                        doctest::Contains((dir.path.string() + ": no GPT-2 vocabulary here").c_str()), vocab_error);
-  CHECK_THROWS_WITH_AS(GPT2Tokenizer::from_directory(dir.path / "nope"),
+  CHECK_THROWS_WITH_EXACTLY(GPT2Tokenizer::from_directory(dir.path / "nope"),
                        doctest::Contains(((dir.path / "nope").string() + ": no such directory").c_str()), vocab_error);
   write_bytes(dir.path / "encoder.json", tiny_vocab().encoder_json);
-  CHECK_THROWS_WITH_AS(GPT2Tokenizer::from_directory(dir.path),
+  CHECK_THROWS_WITH_EXACTLY(GPT2Tokenizer::from_directory(dir.path),
                        doctest::Contains(((dir.path / "vocab.bpe").string() + ": no such file").c_str()), vocab_error);
-  CHECK_THROWS_WITH_AS(GPT2Tokenizer::from_files(dir.path / "missing.json", dir.path / "vocab.bpe"),
+  CHECK_THROWS_WITH_EXACTLY(GPT2Tokenizer::from_files(dir.path / "missing.json", dir.path / "vocab.bpe"),
                        doctest::Contains("missing.json: no such file"), vocab_error);
 }
 
@@ -422,7 +423,7 @@ TEST_SUITE("data") {
     CHECK(tok.token_to_id("\xC4\xA0world") == 995);  // "Ġworld"
     CHECK(tok.id_to_token(15496) == "Hello");
     CHECK(tok.id_to_token(50256) == "<|endoftext|>");
-    CHECK_THROWS_WITH_AS(tok.decode(Ids{50257}), "id 50257 is outside the vocabulary (size 50257)", token_id_error);
+    CHECK_THROWS_WITH_EXACTLY(tok.decode(Ids{50257}), "id 50257 is outside the vocabulary (size 50257)", token_id_error);
   }
 
   TEST_CASE("gpt2 data: hard cases equal tiktoken's ids (100% agreement)") {

@@ -16,6 +16,7 @@
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
+#include "support/throws.hpp"
 
 using eftest::error_of;
 
@@ -108,9 +109,9 @@ TEST_CASE("pipeline: sliding windows, target = input shifted by one, with stride
 
   CHECK(error_of<std::out_of_range>([&] { strided.batch(Ids{3}); }) == "SlidingWindowDataset: window 3 is outside [0, 3)");
   CHECK(error_of<std::out_of_range>([&] { strided.batch(Ids{-1}); }) == "SlidingWindowDataset: window -1 is outside [0, 3)");
-  CHECK_THROWS_AS(strided[3], std::out_of_range);
-  CHECK_THROWS_AS(tk::SlidingWindowDataset(iota_ids(5), 0, 1), std::invalid_argument);
-  CHECK_THROWS_AS(tk::SlidingWindowDataset(iota_ids(5), 2, 0), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(strided[3], std::out_of_range);
+  CHECK_THROWS_EXACTLY(tk::SlidingWindowDataset(iota_ids(5), 0, 1), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(tk::SlidingWindowDataset(iota_ids(5), 2, 0), std::invalid_argument);
 }
 
 TEST_CASE("pipeline: make_batches and shuffled_order (torch.randperm)") {
@@ -118,7 +119,7 @@ TEST_CASE("pipeline: make_batches and shuffled_order (torch.randperm)") {
   CHECK(tk::make_batches(iota_ids(7), 3, true) == Batches{{0, 1, 2}, {3, 4, 5}});
   CHECK(tk::make_batches(iota_ids(6), 3, true) == Batches{{0, 1, 2}, {3, 4, 5}});
   CHECK(tk::make_batches(Ids{}, 3).empty());
-  CHECK_THROWS_AS(tk::make_batches(iota_ids(3), 0), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(tk::make_batches(iota_ids(3), 0), std::invalid_argument);
   ef::manual_seed(0);
   CHECK(tk::shuffled_order(10) == Ids{4, 1, 7, 5, 3, 9, 0, 8, 6, 2});  // torch.manual_seed(0); torch.randperm(10)
 }
@@ -158,7 +159,7 @@ TEST_CASE("pipeline: DataLoader equals torch.utils.data.DataLoader batch for bat
 
 TEST_CASE("pipeline: DataLoader bad arguments") {
   CHECK(error_of<std::invalid_argument>([] { tk::DataLoader(10, {.batch_size = 0}); }) == "DataLoader: batch_size must be positive");
-  CHECK_THROWS_AS(tk::DataLoader(0, {.batch_size = 2, .shuffle = true}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(tk::DataLoader(0, {.batch_size = 2, .shuffle = true}), std::invalid_argument);
   CHECK(tk::DataLoader(0, {.batch_size = 2}).epoch().empty());
 }
 

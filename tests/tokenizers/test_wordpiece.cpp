@@ -26,6 +26,7 @@
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
 #include "support/sha256.hpp"
+#include "support/throws.hpp"
 
 using eftest::error_of;
 
@@ -437,7 +438,7 @@ TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, o
     const auto& tok = toy();
     CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{8, 19}); }) == "id 19 is outside the vocabulary (size 19)");
     CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{-1}); }) == "id -1 is outside the vocabulary (size 19)");
-    CHECK_THROWS_AS(tok.id_to_token(1000), tk::token_id_error);
+    CHECK_THROWS_EXACTLY(tok.id_to_token(1000), tk::token_id_error);
     CHECK_THROWS_AS(tok.id_to_token(1000), std::out_of_range);
   }
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "support/throws.hpp"
+
 namespace ef = eigenformer;
 namespace train = eigenformer::train;
 
@@ -64,7 +66,7 @@ TEST_CASE("char_lm: get_batch draws torch.randint offsets and shifts the targets
       CHECK(b.y(i, j) == at + j + 1);
     }
   }
-  CHECK_THROWS_AS(train::get_batch(data, 1, 100, g), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(train::get_batch(data, 1, 100, g), std::invalid_argument);
 }
 
 TEST_CASE("char_lm: a tiny GPT learns, and save/resume is bit-exact") {
@@ -116,9 +118,9 @@ TEST_CASE("char_lm: a tiny GPT learns, and save/resume is bit-exact") {
 TEST_CASE("char_lm: configuration and checkpoint errors") {
   auto c = tiny();
   c.n_head = 3;
-  CHECK_THROWS_AS(c.validate(), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(c.validate(), std::invalid_argument);
   c = tiny();
   c.iters = c.warmup;
-  CHECK_THROWS_AS(c.validate(), std::invalid_argument);
-  CHECK_THROWS_AS(train::CharLMTrainer<float>::load("/nonexistent/eigenformer_ckpt"), ef::io::checkpoint_error);
+  CHECK_THROWS_EXACTLY(c.validate(), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(train::CharLMTrainer<float>::load("/nonexistent/eigenformer_ckpt"), ef::io::checkpoint_error);
 }

@@ -6,6 +6,7 @@
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
 #include "support/train_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace nn = ef::nn;
@@ -40,11 +41,11 @@ TEST_CASE("MSELoss: backward matches central finite differences (double), scaled
 
 TEST_CASE("MSELoss: bad input") {
   nn::MSELoss<float> loss;
-  CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({2, 3}), ef::zeros<float>({3, 2})),
+  CHECK_THROWS_WITH_EXACTLY(loss.forward(ef::zeros<float>({2, 3}), ef::zeros<float>({3, 2})),
                        "MSELoss.forward: input [2, 3] and target [3, 2] differ in shape", ef::shape_error);
-  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("MSELoss.backward: nothing saved"), std::logic_error);
+  CHECK_THROWS_WITH_EXACTLY(loss.backward(), doctest::Contains("MSELoss.backward: nothing saved"), std::logic_error);
   loss.forward(ef::zeros<float>({2, 3, 1}), ef::ones<float>({2, 3, 1}));
-  CHECK_THROWS_WITH_AS(loss.backward(), "MSELoss.backward<2>: the forward input [2, 3, 1] has rank 3", ef::shape_error);
+  CHECK_THROWS_WITH_EXACTLY(loss.backward(), "MSELoss.backward<2>: the forward input [2, 3, 1] has rank 3", ef::shape_error);
   CHECK(loss.forward(ef::zeros<float>({2, 3}), ef::ones<float>({2, 3})).item() == 1.f);
 }
 
@@ -133,24 +134,24 @@ TEST_CASE("CrossEntropyLoss: bad input") {
     std::copy(v.begin(), v.end(), t.data());
     return t;
   };
-  CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({4, 3}), ids({0, 1, 2})),
+  CHECK_THROWS_WITH_EXACTLY(loss.forward(ef::zeros<float>({4, 3}), ids({0, 1, 2})),
                        "CrossEntropyLoss.forward: logits [4, 3] and target [3]: expected target (N) for logits (N, C)",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({2, 2, 3}), ids({0, 1}).view(ef::Shape<2>{1, 2})),
+  CHECK_THROWS_WITH_EXACTLY(loss.forward(ef::zeros<float>({2, 2, 3}), ids({0, 1}).view(ef::Shape<2>{1, 2})),
                        "CrossEntropyLoss.forward: logits [2, 2, 3] and target [1, 2]: expected target (B, T) for "
                        "logits (B, T, C)",
                        ef::shape_error);
-  CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({3, 3}), ids({0, 3, 1})),
+  CHECK_THROWS_WITH_EXACTLY(loss.forward(ef::zeros<float>({3, 3}), ids({0, 3, 1})),
                        "CrossEntropyLoss.forward: target id 3 at position 1 is out of range for 3 classes "
                        "(valid: 0..2, or ignore_index -100)",
                        std::out_of_range);
-  CHECK_THROWS_AS(loss.forward(ef::zeros<float>({3, 3}), ids({0, -1, 1})), std::out_of_range);
-  CHECK_THROWS_WITH_AS(loss.forward(ef::zeros<float>({2, 0}), ids({0, 0})),
+  CHECK_THROWS_EXACTLY(loss.forward(ef::zeros<float>({3, 3}), ids({0, -1, 1})), std::out_of_range);
+  CHECK_THROWS_WITH_EXACTLY(loss.forward(ef::zeros<float>({2, 0}), ids({0, 0})),
                        "CrossEntropyLoss.forward: logits [2, 0] have no classes", ef::shape_error);
-  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("CrossEntropyLoss.backward: nothing saved"),
+  CHECK_THROWS_WITH_EXACTLY(loss.backward(), doctest::Contains("CrossEntropyLoss.backward: nothing saved"),
                        std::logic_error);
   loss.forward(ef::zeros<float>({1, 2, 3}), ids({0, 1}).view(ef::Shape<2>{1, 2}));
-  CHECK_THROWS_WITH_AS(loss.backward(), "CrossEntropyLoss.backward<2>: the forward logits [1, 2, 3] have rank 3",
+  CHECK_THROWS_WITH_EXACTLY(loss.backward(), "CrossEntropyLoss.backward<2>: the forward logits [1, 2, 3] have rank 3",
                        ef::shape_error);
-  CHECK_THROWS_AS(nn::CrossEntropyLoss<float>({.label_smoothing = 1.5}), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(nn::CrossEntropyLoss<float>({.label_smoothing = 1.5}), std::invalid_argument);
 }
