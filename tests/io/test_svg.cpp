@@ -20,6 +20,7 @@
 
 #include "io_test_support.hpp"
 #include "support/errors.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace svg = eigenformer::io::svg;
@@ -253,7 +254,7 @@ TEST_CASE("svg: the XML reader of these tests refuses malformed documents") {
   for (const char* bad : {"<svg><g></svg>", "<svg a=1></svg>", "<svg>a & b</svg>", "<svg a=\"<\"></svg>",
                           "<svg></svg><svg></svg>", "<svg>&nbsp;</svg>", "<svg a=\"1\" a=\"2\"/>", "<svg>\x01</svg>",
                           "<svg>\xC3(</svg>", "<svg>\xC0\xAF</svg>", "<svg"})
-    CHECK_THROWS_AS(parse(bad), std::runtime_error);
+    CHECK_THROWS_EXACTLY(parse(bad), std::runtime_error);
   const auto root = parse("<svg><text>&lt;&amp;&gt;&quot;&apos;&#233;&#x65E5;</text></svg>");
   CHECK(root->child("text")->text == "<&>\"'\xC3\xA9\xE6\x97\xA5");
 }
@@ -446,10 +447,10 @@ TEST_CASE("svg: panels in a grid and rows, saved atomically") {
   CHECK(dir.entries() == std::vector<std::string>{"fig.svg"});  // no temporary file left behind
   // A directory that does not exist: an error naming the file, and nothing written.
   CHECK(error_of<eigenformer::io::checkpoint_error>([&] { fig.save(dir / "missing" / "fig.svg"); }).find("fig.svg") != std::string::npos);
-  CHECK_THROWS_AS(fig.save(dir / "missing" / "fig.svg"), eigenformer::io::checkpoint_error);
+  CHECK_THROWS_EXACTLY(fig.save(dir / "missing" / "fig.svg"), eigenformer::io::checkpoint_error);
   // Bad input throws before the file is touched.
   svg::Figure empty;
-  CHECK_THROWS_AS(empty.save(file), svg::plot_error);
+  CHECK_THROWS_EXACTLY(empty.save(file), svg::plot_error);
   CHECK(read_bytes(file) == doc);
 }
 
@@ -473,7 +474,7 @@ TEST_CASE("svg: bad input is refused with a message naming the picture and the p
         std::string::npos);
   CHECK(error_of<svg::plot_error>([] { svg::heatmap(std::vector<std::vector<double>>{{1, 2}, {3}}); }) ==
         "heatmap: row 1 has 1 values but row 0 has 2");
-  CHECK_THROWS_AS(add(heat(0, 3, {})), svg::plot_error);
+  CHECK_THROWS_EXACTLY(add(heat(0, 3, {})), svg::plot_error);
   CHECK_THROWS_AS(add(heat(1, 1, {nan})), std::invalid_argument);  // plot_error is an invalid_argument
 
   CHECK(error_of<svg::plot_error>([&] { add(svg::LineChart{.title = "loss"}); }) == "line chart \"loss\": no series to draw");
@@ -501,7 +502,7 @@ TEST_CASE("svg: bad input is refused with a message naming the picture and the p
   CHECK(parse(zeros.str())->all("rect", "cell").size() == 4);
 
   CHECK(error_of<svg::plot_error>([] { svg::Figure f("nothing"); (void)f.str(); }) == "figure \"nothing\": nothing to draw (no panels added)");
-  CHECK_THROWS_AS(svg::Figure("x", 0), svg::plot_error);
+  CHECK_THROWS_EXACTLY(svg::Figure("x", 0), svg::plot_error);
 }
 
 TEST_CASE("svg: constant matrices and single points still give a finite, parseable picture") {

@@ -8,6 +8,7 @@
 
 #include "support/errors.hpp"
 #include "support/gradcheck.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace models = ef::models;
@@ -263,51 +264,51 @@ TEST_CASE("BERT: bad input and bad configs name what is wrong") {
   auto cfg = tiny_config();
   models::BertForSequenceClassification<float> m(cfg);
   m.eval();
-  CHECK_THROWS_WITH_AS(m.forward(ef::tensor<std::int64_t>({{2, 11, 3}})),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ef::tensor<std::int64_t>({{2, 11, 3}})),
                        doctest::Contains("token id 11 at input_ids[0, 1] is out of range for vocab_size 11"),
                        std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(ef::zeros<std::int64_t>(ef::Shape<2>{1, 9})),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ef::zeros<std::int64_t>(ef::Shape<2>{1, 9})),
                        doctest::Contains("sequence length 9 exceeds max_position_embeddings 8"), std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(ids_batch(), ef::zeros<std::int64_t>(ef::Shape<2>{2, 5})),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ids_batch(), ef::zeros<std::int64_t>(ef::Shape<2>{2, 5})),
                        doctest::Contains("attention_mask [2, 5] and input_ids [2, 6] differ in shape"), ef::shape_error);
-  CHECK_THROWS_WITH_AS(m.forward(ids_batch(), ef::full<std::int64_t>(ef::Shape<2>{2, 6}, 2)),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ids_batch(), ef::full<std::int64_t>(ef::Shape<2>{2, 6}, 2)),
                        doctest::Contains("attention_mask[0, 0] is 2"), std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(ids_batch(), std::nullopt, ef::full<std::int64_t>(ef::Shape<2>{2, 6}, 2)),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ids_batch(), std::nullopt, ef::full<std::int64_t>(ef::Shape<2>{2, 6}, 2)),
                        doctest::Contains("token type 2 at token_type_ids[0, 0] is out of range for type_vocab_size 2"),
                        std::out_of_range);
   auto all_pad = mask_batch();
   for (index_t j = 0; j < 6; ++j) all_pad(1, j) = 0;
-  CHECK_THROWS_WITH_AS(m.forward(ids_batch(), all_pad), doctest::Contains("attention_mask row 1 is all padding"),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ids_batch(), all_pad), doctest::Contains("attention_mask row 1 is all padding"),
                        std::invalid_argument);
   auto bad = cfg;
   bad.hidden_act = "swish";
-  CHECK_THROWS_WITH_AS(models::BertModel<float>{bad}, doctest::Contains("hidden_act"), std::invalid_argument);
+  CHECK_THROWS_WITH_EXACTLY(models::BertModel<float>{bad}, doctest::Contains("hidden_act"), std::invalid_argument);
   bad = cfg;
   bad.position_embedding_type = "relative_key";
-  CHECK_THROWS_WITH_AS(models::BertModel<float>{bad}, doctest::Contains("position_embedding_type \"relative_key\""),
+  CHECK_THROWS_WITH_EXACTLY(models::BertModel<float>{bad}, doctest::Contains("position_embedding_type \"relative_key\""),
                        std::invalid_argument);
   bad = cfg;
   bad.is_decoder = true;
-  CHECK_THROWS_WITH_AS(models::BertModel<float>{bad}, doctest::Contains("is_decoder"), std::invalid_argument);
+  CHECK_THROWS_WITH_EXACTLY(models::BertModel<float>{bad}, doctest::Contains("is_decoder"), std::invalid_argument);
   bad = cfg;
   bad.num_attention_heads = 4;
-  CHECK_THROWS_WITH_AS(models::BertModel<float>{bad}, doctest::Contains("hidden_size 6 is not divisible by num_attention_heads 4"),
+  CHECK_THROWS_WITH_EXACTLY(models::BertModel<float>{bad}, doctest::Contains("hidden_size 6 is not divisible by num_attention_heads 4"),
                        std::invalid_argument);
   bad = cfg;
   bad.id2label = {"a", "b"};
-  CHECK_THROWS_WITH_AS(models::BertModel<float>{bad}, doctest::Contains("id2label names 2 classes but num_labels is 3"),
+  CHECK_THROWS_WITH_EXACTLY(models::BertModel<float>{bad}, doctest::Contains("id2label names 2 classes but num_labels is 3"),
                        std::invalid_argument);
   // Backward without a recording forward.
   models::BertForMaskedLM<float> mlm(cfg);
-  CHECK_THROWS_AS(mlm.backward(ef::zeros<float>(ef::Shape<3>{1, 2, 11})), std::logic_error);
+  CHECK_THROWS_EXACTLY(mlm.backward(ef::zeros<float>(ef::Shape<3>{1, 2, 11})), std::logic_error);
   // A pooler gradient for a model without a pooler, and no gradient at all.
   auto no_pool = cfg;
   no_pool.add_pooling_layer = false;
   models::BertModel<float> bare(no_pool);
   bare.forward(ids_batch());
-  CHECK_THROWS_WITH_AS(bare.backward(ef::zeros<float>(ef::Shape<3>{2, 6, 6}), ef::zeros<float>(ef::Shape<2>{2, 6})),
+  CHECK_THROWS_WITH_EXACTLY(bare.backward(ef::zeros<float>(ef::Shape<3>{2, 6, 6}), ef::zeros<float>(ef::Shape<2>{2, 6})),
                        doctest::Contains("grad_pooler_output given but the model has no pooler"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(bare.backward(ef::Tensor<float, 3>{}), doctest::Contains("no gradient given"),
+  CHECK_THROWS_WITH_EXACTLY(bare.backward(ef::Tensor<float, 3>{}), doctest::Contains("no gradient given"),
                        std::invalid_argument);
 }
 

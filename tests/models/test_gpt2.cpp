@@ -27,6 +27,7 @@
 #include "support/gradcheck.hpp"
 #include "support/naive.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace models = ef::models;
@@ -198,7 +199,7 @@ TEST_CASE_TEMPLATE("GPT2LMHeadModel: training forward with dropout and every gra
   m.backward(probe);
   check_gpt2_grads(m, c, "model" + tag<T>());
   // backward consumed the cache.
-  CHECK_THROWS_WITH_AS(m.backward(probe), doctest::Contains("nothing saved"), std::logic_error);
+  CHECK_THROWS_WITH_EXACTLY(m.backward(probe), doctest::Contains("nothing saved"), std::logic_error);
 }
 
 TEST_CASE("GPT2LMHeadModel: initialisation is Hugging Face's rule drawn in parameter order (fixture)") {
@@ -310,7 +311,7 @@ TEST_CASE_TEMPLATE("GPT2LMHeadModel: KV-cache logits equal the full forward's", 
   auto cache = m.make_cache(2);
   m.forward(ids, cache);
   CHECK(m.is_training());
-  CHECK_THROWS_AS(m.backward(ef::zeros<T>({2, 9, 61})), std::logic_error);
+  CHECK_THROWS_EXACTLY(m.backward(ef::zeros<T>({2, 9, 61})), std::logic_error);
   cache.reset();
   CHECK(cache.length() == 0);
 }
@@ -452,11 +453,11 @@ TEST_CASE_TEMPLATE("logits warpers: temperature, top-k and top-p equal transform
   CHECK(models::top_k_filter(s, 1).to_vector() ==
         std::vector<T>{-INFINITY, 3, -INFINITY, 3});  // both maxima tie with the 1st largest: both kept
   CHECK(models::top_p_filter(s, 1.0).to_vector() == s.to_vector());
-  CHECK_THROWS_WITH_AS(models::top_k_filter(s, 0), "top_k_filter: top_k must be a positive integer, got 0",
+  CHECK_THROWS_WITH_EXACTLY(models::top_k_filter(s, 0), "top_k_filter: top_k must be a positive integer, got 0",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(models::top_p_filter(s, 1.5), "top_p_filter: top_p must be between 0 and 1, got 1.500000",
+  CHECK_THROWS_WITH_EXACTLY(models::top_p_filter(s, 1.5), "top_p_filter: top_p must be between 0 and 1, got 1.500000",
                        std::invalid_argument);
-  CHECK_THROWS_AS(models::temperature_warp(s, 0.0), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(models::temperature_warp(s, 0.0), std::invalid_argument);
   // NaN scores: ranked highest, as torch.topk does; nothing is below a NaN k-th value, so all are kept.
   const auto with_nan = ef::tensor<T>({{1, NAN, 2}});
   const auto kept = models::top_k_filter(with_nan, 1).to_vector();
@@ -475,10 +476,10 @@ TEST_CASE_TEMPLATE("Conv1D: y = x W + b with W stored (in, out); bad input", T, 
   const auto expected = naive_affine(x, c.weight.data, false, c.bias.data);
   check_tensors_close(c.forward(x).template to<double>(),
                       ef::from_vector(ef::Shape<1>{static_cast<index_t>(expected.size())}, expected), 1e-6, 1e-6, "forward");
-  CHECK_THROWS_WITH_AS(c.forward(ef::zeros<T>({2, 3})),
+  CHECK_THROWS_WITH_EXACTLY(c.forward(ef::zeros<T>({2, 3})),
                        "Conv1D.forward: input [2, 3] x weight [4, 3]: last dim of the input must be in_features 4",
                        ef::shape_error);
-  CHECK_THROWS_AS(ef::nn::Conv1D<T>(0, 3), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(ef::nn::Conv1D<T>(0, 3), std::invalid_argument);
 }
 
 TEST_CASE("sample_multinomial: zero-probability entries are never drawn; bad rows throw") {
@@ -493,9 +494,9 @@ TEST_CASE("sample_multinomial: zero-probability entries are never drawn; bad row
   }
   CHECK(ones > 60);
   CHECK(ones < 140);
-  CHECK_THROWS_WITH_AS(models::sample_multinomial(ef::tensor<float>({{0.5f, -0.1f}}), gen),
+  CHECK_THROWS_WITH_EXACTLY(models::sample_multinomial(ef::tensor<float>({{0.5f, -0.1f}}), gen),
                        doctest::Contains("at [0, 1] is negative, infinite or NaN"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(models::sample_multinomial(ef::tensor<float>({{0.5f, 0.5f}, {0.0f, 0.0f}}), gen),
+  CHECK_THROWS_WITH_EXACTLY(models::sample_multinomial(ef::tensor<float>({{0.5f, 0.5f}, {0.0f, 0.0f}}), gen),
                        "sample_multinomial: row 1 of the probabilities sums to 0", std::invalid_argument);
 }
 
@@ -528,71 +529,71 @@ TEST_CASE("next_token_table: the K most probable next tokens with their probabil
 
 TEST_CASE("GPT2LMHeadModel: bad input throws, naming what was wrong") {
   auto m = fixture_model<float>();
-  CHECK_THROWS_WITH_AS(m.forward(ef::tensor<std::int64_t>({{1, 2, 3}, {4, 61, 6}})),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ef::tensor<std::int64_t>({{1, 2, 3}, {4, 61, 6}})),
                        "GPT2LMHeadModel.forward: token id 61 at input_ids[1, 1] is out of range for vocab_size 61 "
                        "(valid ids are 0 to 60)",
                        std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>{-1}), doctest::Contains("token id -1 at input_ids[0, 0]"),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(std::vector<std::int64_t>{-1}), doctest::Contains("token id -1 at input_ids[0, 0]"),
                        std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>(17, 0)),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(std::vector<std::int64_t>(17, 0)),
                        "GPT2LMHeadModel.forward: sequence length 17 exceeds n_positions 16 (the number of learned "
                        "positions)",
                        std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>{}), doctest::Contains("is empty"), std::invalid_argument);
+  CHECK_THROWS_WITH_EXACTLY(m.forward(std::vector<std::int64_t>{}), doctest::Contains("is empty"), std::invalid_argument);
 
   auto cfg = fixture_config();
   cfg.n_embd = 10;
-  CHECK_THROWS_WITH_AS(models::GPT2LMHeadModel<float>{cfg},
+  CHECK_THROWS_WITH_EXACTLY(models::GPT2LMHeadModel<float>{cfg},
                        "GPT2Config: n_embd 10 is not divisible by n_head 3 (each head gets n_embd / n_head channels)",
                        std::invalid_argument);
   cfg = fixture_config();
   cfg.n_layer = 0;
-  CHECK_THROWS_WITH_AS(models::GPT2LMHeadModel<float>{cfg}, "GPT2Config: n_layer must be positive, got 0",
+  CHECK_THROWS_WITH_EXACTLY(models::GPT2LMHeadModel<float>{cfg}, "GPT2Config: n_layer must be positive, got 0",
                        std::invalid_argument);
   cfg = fixture_config();
   cfg.attn_pdrop = 1.5;
-  CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains("attn_pdrop must be between 0 and 1"), std::invalid_argument);
+  CHECK_THROWS_WITH_EXACTLY(cfg.validate(), doctest::Contains("attn_pdrop must be between 0 and 1"), std::invalid_argument);
   cfg = fixture_config();
   cfg.activation_function = "swish";
-  CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains("unknown activation \"swish\""), std::invalid_argument);
+  CHECK_THROWS_WITH_EXACTLY(cfg.validate(), doctest::Contains("unknown activation \"swish\""), std::invalid_argument);
 
   // The KV cache: overflow, batch, config.
   auto cache = m.make_cache(1, 4);
   m.forward(std::vector<std::int64_t>{1, 2, 3}, cache);
-  CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>{4, 5}, cache),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(std::vector<std::int64_t>{4, 5}, cache),
                        "GPT2LMHeadModel.forward: the KVCache holds 3 tokens and 2 new ones would need 5 positions, "
                        "more than its capacity 4",
                        std::out_of_range);
   CHECK(cache.length() == 3);  // a failed call leaves the cache as it was
   auto full = m.make_cache(1);
   m.forward(std::vector<std::int64_t>(15, 1), full);
-  CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>{1, 2}, full),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(std::vector<std::int64_t>{1, 2}, full),
                        "GPT2LMHeadModel.forward: 15 cached + 2 new tokens exceed n_positions 16 (the number of "
                        "learned positions)",
                        std::out_of_range);
-  CHECK_THROWS_WITH_AS(m.forward(ef::zeros<std::int64_t>({2, 1}), cache),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(ef::zeros<std::int64_t>({2, 1}), cache),
                        "GPT2LMHeadModel.forward: input_ids [2, 1] has batch 2 but the KVCache holds 1 sequences",
                        ef::shape_error);
   auto other = fixture_config();
   other.n_layer = 3;
   auto wrong = models::GPT2LMHeadModel<float>(other, models::no_init).make_cache(1);
-  CHECK_THROWS_WITH_AS(m.forward(std::vector<std::int64_t>{1}, wrong), doctest::Contains("made for another config"),
+  CHECK_THROWS_WITH_EXACTLY(m.forward(std::vector<std::int64_t>{1}, wrong), doctest::Contains("made for another config"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(m.make_cache(1, 17), doctest::Contains("capacity 17 must be within 1..n_positions 16"),
+  CHECK_THROWS_WITH_EXACTLY(m.make_cache(1, 17), doctest::Contains("capacity 17 must be within 1..n_positions 16"),
                        std::invalid_argument);
 
   // backward without a training forward, with a wrong shape.
-  CHECK_THROWS_AS(m.backward(ef::zeros<float>({1, 3, 61})), std::logic_error);
+  CHECK_THROWS_EXACTLY(m.backward(ef::zeros<float>({1, 3, 61})), std::logic_error);
   m.train();
   m.forward(std::vector<std::int64_t>{1, 2, 3});
-  CHECK_THROWS_AS(m.backward(ef::zeros<float>({1, 3, 60})), ef::shape_error);
+  CHECK_THROWS_EXACTLY(m.backward(ef::zeros<float>({1, 3, 60})), ef::shape_error);
 
   // generate's checks.
   m.eval();
   const std::vector<std::int64_t> prompt{1, 2, 3, 4};
   models::GenerationConfig g;
   g.max_new_tokens = 14;
-  CHECK_THROWS_WITH_AS(models::generate(m, prompt, g),
+  CHECK_THROWS_WITH_EXACTLY(models::generate(m, prompt, g),
                        "generate: a prompt of 4 tokens and max_new_tokens 14 need 17 positions, more than "
                        "n_positions 16",
                        std::invalid_argument);
@@ -601,19 +602,19 @@ TEST_CASE("GPT2LMHeadModel: bad input throws, naming what was wrong") {
   g.max_new_tokens = 3;
   g.do_sample = true;
   g.temperature = 0.0;
-  CHECK_THROWS_WITH_AS(models::generate(m, prompt, g), doctest::Contains("temperature must be a strictly positive"),
+  CHECK_THROWS_WITH_EXACTLY(models::generate(m, prompt, g), doctest::Contains("temperature must be a strictly positive"),
                        std::invalid_argument);
   g.temperature = 1.0;
   g.top_p = -0.5;
-  CHECK_THROWS_AS(models::generate(m, prompt, g), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(models::generate(m, prompt, g), std::invalid_argument);
   g.top_p = 1.0;
   g.top_k = -1;
-  CHECK_THROWS_AS(models::generate(m, prompt, g), std::invalid_argument);
+  CHECK_THROWS_EXACTLY(models::generate(m, prompt, g), std::invalid_argument);
   g.top_k = 50;
   g.eos_token_id = 61;
-  CHECK_THROWS_WITH_AS(models::generate(m, prompt, g), "generate: eos_token_id 61 is out of range for vocab_size 61",
+  CHECK_THROWS_WITH_EXACTLY(models::generate(m, prompt, g), "generate: eos_token_id 61 is out of range for vocab_size 61",
                        std::invalid_argument);
   g.eos_token_id.reset();
-  CHECK_THROWS_WITH_AS(models::generate(m, std::vector<std::int64_t>{1, 99}, g), doctest::Contains("token id 99"),
+  CHECK_THROWS_WITH_EXACTLY(models::generate(m, std::vector<std::int64_t>{1, 99}, g), doctest::Contains("token id 99"),
                        std::out_of_range);
 }

@@ -17,6 +17,7 @@
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/throws.hpp"
 
 using namespace eftest;
 namespace models = ef::models;
@@ -376,5 +377,5 @@ TEST_CASE("PretrainedBert: the model with vocab.txt and tokenizer_config.json's 
   fs::remove(dir / "tokenizer_config.json");
   CHECK(models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()).tokenizer.do_lower_case());
   fs::remove(dir / "vocab.txt");
-  CHECK_THROWS_AS((void)models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()), ef::tokenizers::vocab_error);
+  CHECK_THROWS_EXACTLY((void)models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()), ef::tokenizers::vocab_error);
 }
