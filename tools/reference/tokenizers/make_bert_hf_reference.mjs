@@ -35,7 +35,8 @@ import { Tokenizer } from "@huggingface/tokenizers";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../../..");
-const dataDir = resolve(process.argv[2] ?? process.env.EIGENFORMER_DATA_DIR ?? join(repo, "../shared/data"));
+// An empty EIGENFORMER_DATA_DIR counts as unset, as in CMake.
+const dataDir = resolve(process.argv[2] || process.env.EIGENFORMER_DATA_DIR || join(repo, "../shared/data"));
 const packageVersion = JSON.parse(
   readFileSync(join(here, "node_modules/@huggingface/tokenizers/package.json"), "utf8"),
 ).version;
@@ -263,7 +264,10 @@ const basePath = join(dataDir, "bert-base-uncased/vocab.txt");
 const pythonReference = JSON.parse(readFileSync(join(repo, "tests/data/bert_reference.json"), "utf8"));
 if (pythonReference.hard_cases.sha256 !== sha256(hardBytes))
   throw new Error("tests/data/bert_reference.json is older than the hard-case file: rerun bert_reference.py first");
-if (!existsSync(basePath)) throw new Error(`${basePath} not found: give the data directory as the argument`);
+if (!existsSync(basePath)) {
+  console.error(`make_bert_hf_reference.mjs: ${basePath} not found; give the data directory as the argument`);
+  process.exit(1);
+}
 const baseVocabBytes = readFileSync(basePath);
 hardCases("bert-base-uncased", bertTokenizer(readVocab(basePath)), pythonReference.hard_cases.cases.map((c) => c.ids));
 
