@@ -113,6 +113,18 @@ inline index_t matrix_offset(const matrix_view_info& info, index_t i, index_t j)
 
 namespace backend {
 
+// What computes float products of 8 rows or more in this build, for benchmark reports and `--version`-
+// style lines (fewer rows, and all double products, go to Eigen).
+#if defined(EIGENFORMER_BLAS_ONEDNN)
+inline constexpr const char* gemm_library = "oneDNN";
+#elif defined(EIGENFORMER_SGEMM_KERNEL) && defined(__AVX512F__)
+inline constexpr const char* gemm_library = "eigenformer packed kernel (AVX-512)";
+#elif defined(EIGENFORMER_SGEMM_KERNEL)
+inline constexpr const char* gemm_library = "eigenformer packed kernel (AVX2)";
+#else
+inline constexpr const char* gemm_library = "Eigen";
+#endif
+
 // ---- the thread pool ---------------------------------------------------------------------------------------
 namespace detail {
 
@@ -504,6 +516,24 @@ struct MatrixOperand {
   eigenformer::detail::matrix_view_info info;
 };
 
+// The tile rows [r0, r0 + rows) x cols [c0, c0 + cols) of a product of m rows with the packed kernel, when
+// it takes that product; false when Eigen is to compute it.
+template <floating_element T>
+bool packed_kernel_tile(index_t m, index_t r0, index_t c0, index_t rows, index_t cols, index_t k,
+                        const MatrixOperand<T>& a, const MatrixOperand<T>& b, T* c, index_t ldc, T alpha, T beta) {
+  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled) {
+    if (!uses_sgemm_kernel<T>(m)) return false;
+    using eigenformer::detail::matrix_layout;
+    sgemm_packed(a.info.layout == matrix_layout::col_major, b.info.layout == matrix_layout::col_major, rows, cols, k,
+                 alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), a.info.outer_stride,
+                 b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride, beta,
+                 c + r0 * ldc + c0, ldc);
+    return true;
+  } else {
+    return false;
+  }
+}
+
 // c tile `tile` of plan: c = act(alpha * a b + beta * c + bias) on rows [r0, r1) x cols [c0, c1), while
 // the tile is in cache.
 template <floating_element T>
@@ -523,13 +553,7 @@ void gemm_tile(const GemmPlan& p, index_t tile, index_t k, const MatrixOperand<T
     onednn_sgemm(ta, tb, rows, cols, k, alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0),
                  a.info.outer_stride, b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride,
                  beta, c + r0 * ldc + c0, ldc);
-  } else if (uses_sgemm_kernel<T>(p.m)) {
-    using eigenformer::detail::matrix_layout;
-    sgemm_packed(a.info.layout == matrix_layout::col_major, b.info.layout == matrix_layout::col_major, rows, cols, k,
-                 alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), a.info.outer_stride,
-                 b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride, beta,
-                 c + r0 * ldc + c0, ldc);
-  } else {
+  } else if (!packed_kernel_tile(p.m, r0, c0, rows, cols, k, a, b, c, ldc, alpha, beta)) {
     eigenformer::detail::with_matrix_map(a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), rows, k, a.info,
                                          [&](const auto& am) {
       eigenformer::detail::with_matrix_map(b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), k, cols,

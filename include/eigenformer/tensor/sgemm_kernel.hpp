@@ -14,7 +14,8 @@
 // ones use masked loads and stores with the same arithmetic).
 #pragma once
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// Defining EIGENFORMER_NO_PACKED_KERNEL keeps float products on Eigen (to compare, or to rule the kernel out).
+#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && !defined(EIGENFORMER_NO_PACKED_KERNEL)
 #define EIGENFORMER_SGEMM_KERNEL 1
 #include <immintrin.h>
 #endif
@@ -267,6 +268,9 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
 }
 #else
 inline constexpr bool sgemm_kernel_enabled = false;
+// Named by code that is discarded in this build (if constexpr on sgemm_kernel_enabled), so still declared.
+inline constexpr int sgemm_mr = 1;
+inline constexpr int sgemm_nr = 1;
 #endif
 
 }  // namespace eigenformer::backend::detail
