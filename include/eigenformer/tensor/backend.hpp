@@ -35,6 +35,7 @@
 
 #include "eigenformer/tensor/creation.hpp"
 #include "eigenformer/tensor/onednn_gemm.hpp"
+#include "eigenformer/tensor/sgemm_kernel.hpp"
 
 // Eigen's own OpenMP threading inside a product would split each block's work a second time, across
 // threads the pool does not know about, and make results depend on OMP_NUM_THREADS.
@@ -111,6 +112,18 @@ inline index_t matrix_offset(const matrix_view_info& info, index_t i, index_t j)
 }  // namespace detail
 
 namespace backend {
+
+// What computes float products of 8 rows or more in this build, for benchmark reports and `--version`-
+// style lines (fewer rows, and all double products, go to Eigen).
+#if defined(EIGENFORMER_BLAS_ONEDNN)
+inline constexpr const char* gemm_library = "oneDNN";
+#elif defined(EIGENFORMER_SGEMM_KERNEL) && defined(__AVX512F__)
+inline constexpr const char* gemm_library = "eigenformer packed kernel (AVX-512)";
+#elif defined(EIGENFORMER_SGEMM_KERNEL)
+inline constexpr const char* gemm_library = "eigenformer packed kernel (AVX2)";
+#else
+inline constexpr const char* gemm_library = "Eigen";
+#endif
 
 // ---- the thread pool ---------------------------------------------------------------------------------------
 namespace detail {
@@ -435,10 +448,23 @@ inline constexpr double gemm_min_tile_work = 1 << 18;
 // its rows of a and its columns of b afresh: with 16 row tiles, a small GPT's training step spent 22% of its
 // time packing (the weights once per tile), so fewer tiles, cut to pack the least.
 inline constexpr index_t gemm_max_tiles = 8;
+// With the packed kernel, whose bits do not depend on where tiles start, the tiles follow the thread count
+// instead: two a thread, enough to even out a thread that starts late, few enough that each packs little.
+inline constexpr index_t sgemm_tiles_per_thread = 2;
 
-// How the (M, N) output is cut into tiles, each computed by one Eigen product over the whole K. A function
-// of (M, N, K) alone: whichever thread computes a tile, and however many there are, every element of c
-// comes from the same Eigen call on the same operands, hence the same bits.
+// Float products of at least this many rows go to the packed kernel (sgemm_kernel.hpp) when it is built in;
+// fewer rows, such as one decoding step's single row, are matrix-vector work that Eigen's GEMV streams
+// without packing. A function of the product's shape alone, so every tile of a product takes the same path.
+template <floating_element T>
+constexpr bool uses_sgemm_kernel(index_t m) {
+  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled && !onednn_gemm_enabled<T>) return m >= 8;
+  else return false;
+}
+
+// How the (M, N) output is cut into tiles, each computed over the whole K by one thread. For Eigen's
+// products a function of (M, N, K) alone: whichever thread computes a tile, and however many there are,
+// every element of c comes from the same Eigen call on the same operands, hence the same bits. The packed
+// kernel's bits depend on K alone, so its tiles may follow `threads`.
 struct GemmPlan {
   index_t m = 0, n = 0, mb = 0, nb = 0, row_blocks = 1, col_blocks = 1;
   index_t tiles() const { return row_blocks * col_blocks; }
@@ -446,16 +472,26 @@ struct GemmPlan {
 };
 
 template <floating_element T>
-GemmPlan plan_gemm(index_t m, index_t n, index_t k) {
-  // Rows per tile: a multiple of the rows Eigen's micro-kernel computes at once, so that no tile ends in a
+GemmPlan plan_gemm(index_t m, index_t n, index_t k, int threads = get_num_threads()) {
+  const bool packed = uses_sgemm_kernel<T>(m);
+  // Rows per tile: a multiple of the rows the micro-kernel computes at once, so that no tile ends in a
   // partial register block that the whole product would not have had. Columns: whole 64-byte lines of a
-  // row-major c, so that two threads never write the same cache line.
-  constexpr index_t row_multiple = Eigen::internal::gebp_traits<T, T>::mr;
-  constexpr index_t col_multiple = 64 / static_cast<index_t>(sizeof(T));
+  // row-major c, so that two threads never write the same cache line (the packed kernel's register block
+  // is a whole number of lines wide).
+  index_t row_multiple = Eigen::internal::gebp_traits<T, T>::mr;
+  index_t col_multiple = 64 / static_cast<index_t>(sizeof(T));
+  index_t max_tiles = gemm_max_tiles;
+  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled) {
+    if (packed) {
+      row_multiple = sgemm_mr;
+      col_multiple = sgemm_nr;
+      max_tiles = sgemm_tiles_per_thread * std::max(threads, 1);
+    }
+  }
   GemmPlan p{m, n, m, n, 1, 1};
   const double work = double(m) * double(n) * double(std::max<index_t>(k, 1));
-  if (m == 0 || n == 0 || work < 2 * gemm_min_tile_work) return p;
-  const index_t wanted = std::min<index_t>(gemm_max_tiles, static_cast<index_t>(work / gemm_min_tile_work));
+  if (m == 0 || n == 0 || work < 2 * gemm_min_tile_work || (packed && threads <= 1)) return p;
+  const index_t wanted = std::min<index_t>(max_tiles, static_cast<index_t>(work / gemm_min_tile_work));
   const index_t max_rows = (m + row_multiple - 1) / row_multiple, max_cols = (n + col_multiple - 1) / col_multiple;
   // r row blocks by c column blocks pack a c times and b r times: among the splits with the most tiles (up
   // to `wanted`), the one that packs the fewest elements, a (M x K) against b (K x N).
@@ -480,6 +516,24 @@ struct MatrixOperand {
   eigenformer::detail::matrix_view_info info;
 };
 
+// The tile rows [r0, r0 + rows) x cols [c0, c0 + cols) of a product of m rows with the packed kernel, when
+// it takes that product; false when Eigen is to compute it.
+template <floating_element T>
+bool packed_kernel_tile(index_t m, index_t r0, index_t c0, index_t rows, index_t cols, index_t k,
+                        const MatrixOperand<T>& a, const MatrixOperand<T>& b, T* c, index_t ldc, T alpha, T beta) {
+  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled) {
+    if (!uses_sgemm_kernel<T>(m)) return false;
+    using eigenformer::detail::matrix_layout;
+    sgemm_packed(a.info.layout == matrix_layout::col_major, b.info.layout == matrix_layout::col_major, rows, cols, k,
+                 alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), a.info.outer_stride,
+                 b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride, beta,
+                 c + r0 * ldc + c0, ldc);
+    return true;
+  } else {
+    return false;
+  }
+}
+
 // c tile `tile` of plan: c = act(alpha * a b + beta * c + bias) on rows [r0, r1) x cols [c0, c1), while
 // the tile is in cache.
 template <floating_element T>
@@ -499,7 +553,7 @@ void gemm_tile(const GemmPlan& p, index_t tile, index_t k, const MatrixOperand<T
     onednn_sgemm(ta, tb, rows, cols, k, alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0),
                  a.info.outer_stride, b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride,
                  beta, c + r0 * ldc + c0, ldc);
-  } else {
+  } else if (!packed_kernel_tile(p.m, r0, c0, rows, cols, k, a, b, c, ldc, alpha, beta)) {
     eigenformer::detail::with_matrix_map(a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), rows, k, a.info,
                                          [&](const auto& am) {
       eigenformer::detail::with_matrix_map(b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), k, cols,

@@ -23,13 +23,6 @@
 
 namespace eigenformer::backend {
 
-// The library that computes float products, for benchmark reports and `--version`-style lines.
-#if defined(EIGENFORMER_BLAS_ONEDNN)
-inline constexpr const char* gemm_library = "oneDNN";
-#else
-inline constexpr const char* gemm_library = "Eigen";
-#endif
-
 namespace detail {
 
 #if defined(EIGENFORMER_BLAS_ONEDNN)

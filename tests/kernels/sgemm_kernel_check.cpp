@@ -1,0 +1,192 @@
+// Tests of the packed single-precision kernel (include/eigenformer/tensor/sgemm_kernel.hpp). The main test
+// binary is built for the baseline x86-64 CPU, where the kernel is compiled out and Eigen computes float
+// products; this file is therefore built on its own, once per instruction set the kernel has a path for
+// (tests/CMakeLists.txt: eigenformer_sgemm_avx2_tests, eigenformer_sgemm_avx512_tests), and exits with 77,
+// which ctest reports as Skipped, on a CPU that lacks that instruction set.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "eigenformer/tensor.hpp"
+#include "support/cases.hpp"
+
+#if !defined(EIGENFORMER_SGEMM_KERNEL)
+#error "sgemm_kernel_check.cpp must be compiled with AVX2 and FMA (or AVX-512) enabled"
+#endif
+
+namespace ef = eigenformer;
+using ef::index_t;
+using ef::backend::detail::sgemm_packed;
+
+namespace {
+
+// A stored operand: rows x cols, row- or column-major, with a leading stride larger than needed so that
+// the kernel cannot rely on packed storage.
+struct Operand {
+  index_t rows = 0, cols = 0, ld = 0;
+  bool col_major = false;
+  std::vector<float> data;
+  float at(index_t i, index_t j) const { return col_major ? data[i + j * ld] : data[i * ld + j]; }
+};
+
+Operand random_operand(index_t rows, index_t cols, bool col_major, std::mt19937& gen) {
+  Operand o;
+  o.rows = rows, o.cols = cols, o.col_major = col_major;
+  o.ld = (col_major ? rows : cols) + 3;
+  o.data.assign(static_cast<std::size_t>(o.ld * (col_major ? cols : rows) + 3), 0.0f);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (auto& x : o.data) x = uniform(gen);
+  return o;
+}
+
+struct Shape3 {
+  index_t m, n, k;
+};
+
+// Shapes on both sides of every blocking edge: the register block (mr x nr), the k block (sgemm_kc), the
+// row block (sgemm_mc) and the column block (sgemm_nc), plus sizes that are none of these.
+std::vector<Shape3> edge_shapes() {
+  using namespace ef::backend::detail;
+  const index_t mr = sgemm_mr, nr = sgemm_nr, kc = sgemm_kc;
+  return {{1, 1, 1},           {mr, nr, 1},          {mr - 1, nr - 1, 7},     {mr + 1, nr + 1, 9},
+          {2 * mr + 3, 3 * nr + 5, kc - 1}, {5, 70, kc},       {37, 19, kc + 1},        {sgemm_mc + 5, 41, 2 * kc + 3},
+          {29, sgemm_nc + 9, 33},           {128, 96, 64},     {3, 2, 600}};
+}
+
+}  // namespace
+
+TEST_CASE("packed sgemm equals a double-precision product for every layout, edge, alpha and beta") {
+  std::mt19937 gen(5);
+  struct Scale {
+    float alpha, beta;
+  };
+  const std::vector<Scale> scales{{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}, {2.0f, 0.0f}};
+  std::size_t ran = 0;
+  for (const auto& s : edge_shapes())
+    for (int layout = 0; layout < 4; ++layout)
+      for (const auto& sc : scales) {
+        const bool ta = layout & 1, tb = layout & 2;
+        const Operand a = random_operand(s.m, s.k, ta, gen), b = random_operand(s.k, s.n, tb, gen);
+        const index_t ldc = s.n + 2;
+        std::vector<float> c(static_cast<std::size_t>(s.m * ldc)), c0;
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        for (auto& x : c) x = sc.beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : uniform(gen);
+        c0 = c;
+        sgemm_packed(ta, tb, s.m, s.n, s.k, sc.alpha, a.data.data(), a.ld, b.data.data(), b.ld, sc.beta, c.data(), ldc);
+        // Each term of a float sum of k products can round by one unit (2^-24) of the running sum, so the
+        // error of c is at most about k * 2^-24 * sum |alpha a b| plus the rounding of beta c; 2k leaves
+        // room for the final scaling and add without admitting a wrong element (an error of order 1).
+        double worst = 0;
+        for (index_t i = 0; i < s.m; ++i)
+          for (index_t j = 0; j < ldc; ++j) {
+            const float got = c[static_cast<std::size_t>(i * ldc + j)];
+            const float old = c0[static_cast<std::size_t>(i * ldc + j)];
+            if (j >= s.n) {  // padding of c between rows: never written
+              REQUIRE(std::memcmp(&got, &old, sizeof(float)) == 0);
+              continue;
+            }
+            double ref = 0, magnitude = 0;
+            for (index_t p = 0; p < s.k; ++p) {
+              const double term = double(sc.alpha) * double(a.at(i, p)) * double(b.at(p, j));
+              ref += term;
+              magnitude += std::abs(term);
+            }
+            if (sc.beta != 0.0f) ref += double(sc.beta) * double(old), magnitude += std::abs(double(sc.beta) * old);
+            const double bound = 2.0 * double(s.k + 2) * std::ldexp(1.0, -24) * magnitude;
+            worst = std::max(worst, std::abs(double(got) - ref) / std::max(bound, 1e-30));
+            REQUIRE_MESSAGE(std::abs(double(got) - ref) <= bound,
+                            "m n k " << s.m << " " << s.n << " " << s.k << ", layout " << layout << ", alpha "
+                                     << sc.alpha << ", beta " << sc.beta << ", element (" << i << ", " << j
+                                     << "): " << got << " against " << ref);
+          }
+        CHECK(worst <= 1.0);
+        ++ran;
+      }
+  eftest::check_ran(ran, edge_shapes().size() * 4 * scales.size(), "packed sgemm cases");
+}
+
+TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block it is computed in") {
+  // backend::gemm hands the kernel tiles that start anywhere and cuts them by thread count; this computes
+  // sub-blocks at offsets that are not multiples of the register block and compares them bit for bit.
+  std::mt19937 gen(9);
+  std::size_t ran = 0;
+  for (const auto& s : edge_shapes()) {
+    if (s.m < 3 || s.n < 3) continue;
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      const Operand a = random_operand(s.m, s.k, ta, gen), b = random_operand(s.k, s.n, tb, gen);
+      std::vector<float> whole(static_cast<std::size_t>(s.m * s.n)), parts(whole.size());
+      sgemm_packed(ta, tb, s.m, s.n, s.k, 1.0f, a.data.data(), a.ld, b.data.data(), b.ld, 0.0f, whole.data(), s.n);
+      const index_t r_cut = s.m / 3 + 1, c_cut = s.n / 2 + 1;
+      const index_t rows[3] = {0, r_cut, s.m}, cols[3] = {0, c_cut, s.n};
+      for (int ri = 0; ri < 2; ++ri)
+        for (int ci = 0; ci < 2; ++ci) {
+          const index_t r0 = rows[ri], r1 = rows[ri + 1], c0 = cols[ci], c1 = cols[ci + 1];
+          if (r1 <= r0 || c1 <= c0) continue;
+          const float* ap = ta ? a.data.data() + r0 : a.data.data() + r0 * a.ld;
+          const float* bp = tb ? b.data.data() + c0 * b.ld : b.data.data() + c0;
+          sgemm_packed(ta, tb, r1 - r0, c1 - c0, s.k, 1.0f, ap, a.ld, bp, b.ld, 0.0f, parts.data() + r0 * s.n + c0, s.n);
+        }
+      REQUIRE_MESSAGE(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)) == 0,
+                      "m n k " << s.m << " " << s.n << " " << s.k << ", layout " << layout);
+      ++ran;
+    }
+  }
+  eftest::check_ran_at_least(ran, 4 * 8, "block-independence cases");
+}
+
+TEST_CASE("backend::gemm computes float products with the kernel, with the same bits on 1, 2 and 3 threads") {
+  std::mt19937 gen(11);
+  struct Product {
+    index_t m, n, k;
+    bool transpose_b;
+  };
+  // A training step's shapes (x W^T, g W, g^T x) at sizes that cut into several tiles.
+  const std::vector<Product> products{{96, 200, 130, true}, {200, 130, 96, false}, {130, 96, 200, false}};
+  const int saved = ef::get_num_threads();
+  std::size_t ran = 0;
+  for (const auto& pr : products) {
+    auto a = ef::Tensor<float, 2>::empty({pr.m, pr.k});
+    auto b_stored = ef::Tensor<float, 2>::empty(pr.transpose_b ? ef::Shape<2>{pr.n, pr.k} : ef::Shape<2>{pr.k, pr.n});
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (index_t i = 0; i < a.numel(); ++i) a.data()[i] = uniform(gen);
+    for (index_t i = 0; i < b_stored.numel(); ++i) b_stored.data()[i] = uniform(gen);
+    const auto b = pr.transpose_b ? b_stored.t() : b_stored;
+    std::vector<float> direct(static_cast<std::size_t>(pr.m * pr.n));
+    sgemm_packed(false, pr.transpose_b, pr.m, pr.n, pr.k, 1.0f, a.data(), pr.k, b_stored.data(),
+                 pr.transpose_b ? pr.k : pr.n, 0.0f, direct.data(), pr.n);
+    for (int threads : {1, 2, 3}) {
+      ef::set_num_threads(threads);
+      REQUIRE(ef::backend::detail::uses_sgemm_kernel<float>(pr.m));
+      const auto c = ef::backend::gemm(a, b);
+      REQUIRE_MESSAGE(std::memcmp(c.data(), direct.data(), direct.size() * sizeof(float)) == 0,
+                      pr.m << " x " << pr.k << " x " << pr.n << " on " << threads << " threads");
+      ++ran;
+    }
+  }
+  ef::set_num_threads(saved);
+  eftest::check_ran(ran, products.size() * 3, "thread-count cases");
+}
+
+int main(int argc, char** argv) {
+#if defined(__AVX512F__)
+  const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const char* needs = "AVX-512F, AVX2 and FMA";
+#else
+  const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const char* needs = "AVX2 and FMA";
+#endif
+  if (!supported) {
+    std::printf("skipped: this CPU lacks %s, which this build of the kernel tests needs\n", needs);
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}
