@@ -7,25 +7,13 @@
 #
 #   cmake -DBERT=<exe> -DEDIT=<edit_safetensors exe> -DDATA=<tests/data> -DWORK_DIR=<scratch dir> -P bert_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/run_program.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/smoke/count_matches.cmake")
 
-foreach(_var BERT EDIT DATA WORK_DIR)
-  if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
-    message(FATAL_ERROR "bert_smoke: ${_var} is not set")
-  endif()
-endforeach()
+require_variables(bert_smoke BERT EDIT DATA WORK_DIR)
+set(SMOKE_PROGRAM "${BERT}")
 set(MLM "${DATA}/bert_tiny_mlm_hf")
 set(CLS "${DATA}/bert_tiny_cls_hf")
-
-# run(<name> <expected exit code> ARGS...) -> ${name}_out, ${name}_err
-function(run _name _expect_rc)
-  execute_process(COMMAND "${BERT}" ${ARGN} OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
-  if(NOT _rc EQUAL _expect_rc)
-    message(FATAL_ERROR "bert ${ARGN}: exit code ${_rc}, expected ${_expect_rc}\n${_out}\n${_err}")
-  endif()
-  set(${_name}_out "${_out}" PARENT_SCOPE)
-  set(${_name}_err "${_err}" PARENT_SCOPE)
-endfunction()
 
 # expect_stdout(<name> <expected file> ARGS...): exit 0 and stdout equal to the file, byte for byte.
 function(expect_stdout _name _file)

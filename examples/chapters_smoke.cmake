@@ -14,24 +14,12 @@
 #   cmake -DCHAPTERS=<exe> -DCHAPTER=usage [-DTOUR=<tour exe>] -DWORK_DIR=<dir> -P chapters_smoke.cmake
 #         (the exit codes, and that every "chapters NAME" the tour prints is a chapter)
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/run_program.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/smoke/count_matches.cmake")
 
-foreach(_var CHAPTERS CHAPTER WORK_DIR)
-  if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
-    message(FATAL_ERROR "chapters_smoke: ${_var} is not set")
-  endif()
-endforeach()
+require_variables(chapters_smoke CHAPTERS CHAPTER WORK_DIR)
+set(SMOKE_PROGRAM "${CHAPTERS}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-
-# run(<name> <expected exit code> ARGS...) -> ${name}_out, ${name}_err
-function(run _name _expect_rc)
-  execute_process(COMMAND "${CHAPTERS}" ${ARGN} OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
-  if(NOT _rc EQUAL _expect_rc)
-    message(FATAL_ERROR "chapters ${ARGN}: exit code ${_rc}, expected ${_expect_rc}\n${_out}\n${_err}")
-  endif()
-  set(${_name}_out "${_out}" PARENT_SCOPE)
-  set(${_name}_err "${_err}" PARENT_SCOPE)
-endfunction()
 
 # Usage errors exit with 2, other errors with 1, each with one line on standard error.
 if(CHAPTER STREQUAL "usage")

@@ -7,22 +7,10 @@
 #
 #   cmake -DGPT2=<exe> -DMODEL_DIR=<tests/data/gpt2_tiny_hf> -DREFERENCE=<gpt2_tiny_hf_reference.json> -P gpt2_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/run_program.cmake")
 
-foreach(_var GPT2 MODEL_DIR REFERENCE)
-  if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
-    message(FATAL_ERROR "gpt2_smoke: ${_var} is not set")
-  endif()
-endforeach()
-
-# run(<name> <expected exit code> ARGS...) -> ${name}_out, ${name}_err
-function(run _name _expect_rc)
-  execute_process(COMMAND "${GPT2}" ${ARGN} OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
-  if(NOT _rc EQUAL _expect_rc)
-    message(FATAL_ERROR "gpt2 ${ARGN}: exit code ${_rc}, expected ${_expect_rc}\n${_out}\n${_err}")
-  endif()
-  set(${_name}_out "${_out}" PARENT_SCOPE)
-  set(${_name}_err "${_err}" PARENT_SCOPE)
-endfunction()
+require_variables(gpt2_smoke GPT2 MODEL_DIR REFERENCE)
+set(SMOKE_PROGRAM "${GPT2}")
 
 # A probability written 0.ddd... as an integer count of 1e-6, rounded half up (CMake has no floating point).
 function(micro_units _value _out)
