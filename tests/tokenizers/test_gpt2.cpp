@@ -6,6 +6,7 @@
 //    the hard-case file line by line and whole, extra cases, and tiny Shakespeare whole and per 100 lines.
 //    100% agreement is required. Then round trips of random bytes and the two merge loops against each
 //    other.
+#include <cstdint>
 #include <doctest/doctest.h>
 
 #include <eigenformer/tokenizers/gpt2.hpp>
@@ -160,10 +161,10 @@ TEST_CASE("gpt2: the byte <-> unicode spelling of GPT-2's encoder.json") {
     used[cp] = true;
     CHECK(byte_spelling.cp_to_byte[cp] == b);
   }
-  CHECK(byte_spelling.byte_to_cp[' '] == 0x120);   // 'Ġ'
-  CHECK(byte_spelling.byte_to_cp['\n'] == 0x10A);  // 'Ċ'
+  CHECK(byte_spelling.byte_to_cp[std::uint8_t{' '}] == 0x120);   // 'Ġ'
+  CHECK(byte_spelling.byte_to_cp[std::uint8_t{'\n'}] == 0x10A);  // 'Ċ'
   CHECK(byte_spelling.byte_to_cp[0] == 0x100);
-  CHECK(byte_spelling.byte_to_cp['!'] == U'!');
+  CHECK(byte_spelling.byte_to_cp[std::uint8_t{'!'}] == U'!');
   CHECK(byte_spelling.byte_to_cp[0x7F] == 0x121);  // after the 33 bytes 0x00-0x20
   CHECK(byte_spelling.byte_to_cp[0xA0] == 0x142);
   CHECK(byte_spelling.byte_to_cp[0xAD] == 0x143);  // the last unprintable byte
