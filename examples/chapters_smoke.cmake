@@ -16,6 +16,7 @@
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/smoke/run_program.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/smoke/count_matches.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/decimals.cmake")
 
 require_variables(chapters_smoke CHAPTERS CHAPTER WORK_DIR)
 set(SMOKE_PROGRAM "${CHAPTERS}")
@@ -85,18 +86,6 @@ function(lines_of _text _out)
   string(REGEX REPLACE "\n$" "" _text "${_text}")
   string(REPLACE "\n" ";" _text "${_text}")
   set(${_out} "${_text}" PARENT_SCOPE)
-endfunction()
-
-# A decimal number as an integer count of its last decimal ("-0.0739" -> -739) and its number of decimals.
-function(decimal_units _value _units _decimals)
-  string(REGEX MATCH "^(-?)([0-9]+)\\.([0-9]+)$" _ "${_value}")
-  string(LENGTH "${CMAKE_MATCH_3}" _n)
-  string(REGEX REPLACE "^0+" "" _digits "${CMAKE_MATCH_2}${CMAKE_MATCH_3}")
-  if(_digits STREQUAL "")
-    set(_digits 0)
-  endif()
-  set(${_units} "${CMAKE_MATCH_1}${_digits}" PARENT_SCOPE)
-  set(${_decimals} ${_n} PARENT_SCOPE)
 endfunction()
 
 set(_number "-?[0-9]+\\.[0-9]+")
