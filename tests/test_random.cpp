@@ -9,6 +9,9 @@
 // result. float64 normals use libm on both sides: 1e-15 relative.
 #include <doctest/doctest.h>
 
+#include <random>
+#include <vector>
+
 #include "support/fixtures.hpp"
 #include "support/throws.hpp"
 
@@ -197,6 +200,45 @@ TEST_CASE("random: normal_ and uniform_ on non-contiguous views fill the view in
   ef::Generator g3(4), g4(4);
   ef::normal_(nview, 0.0, 1.0, g3);  // 12 < 16 elements either way: the per-element path
   CHECK(nview.contiguous().to_vector() == ef::randn<double>({3, 4}, g4).to_vector());
+}
+
+// The engine is our own Mersenne Twister (random_block needs its state); std::mt19937 is the reference it
+// must equal word for word, across the 624-word regeneration boundary and for blocks of every size.
+TEST_CASE("random: the engine equals std::mt19937 word for word, one at a time and in blocks") {
+  const std::vector<std::uint64_t> seeds{0, 1, 5489, 67280421310721ULL, 0xFFFFFFFFULL, 0x1234567890ULL};
+  REQUIRE(!seeds.empty());
+  for (const std::uint64_t seed : seeds) {
+    std::mt19937 reference(static_cast<std::uint32_t>(seed));
+    ef::Generator g(seed);
+    std::vector<std::uint32_t> block;
+    std::size_t drawn = 0;
+    for (const std::size_t n : {1, 7, 623, 624, 625, 2000, 1, 1248, 3}) {
+      block.assign(n, 0);
+      if (n % 2) {
+        g.random_block(block.data(), n);
+      } else {
+        for (auto& w : block) w = g.random();
+      }
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(block[i] == static_cast<std::uint32_t>(reference()));
+      drawn += n;
+    }
+    CHECK(drawn == 6335);
+  }
+}
+
+// bernoulli_ compares integers (v < ceil(p * 2^53)) instead of the double uniform PyTorch forms; both must
+// decide every element alike, including at the ends of [0, 1] and for p within an ulp of a representable
+// uniform.
+TEST_CASE("random: bernoulli_ keeps exactly the elements whose double uniform is below p") {
+  const std::vector<double> probabilities{0.0, 1e-300, 0x1.0p-53, 0.1, 0.5, 0.9, 1.0 - 0x1.0p-53, 1.0};
+  REQUIRE(!probabilities.empty());
+  for (const double p : probabilities) {
+    CAPTURE(p);
+    ef::Generator g(77), reference(77);
+    auto t = ef::zeros<double>({3001});
+    ef::bernoulli_(t, p, g);
+    for (index_t i = 0; i < t.numel(); ++i) REQUIRE(t.data()[i] == (reference.uniform<double>() < p ? 1.0 : 0.0));
+  }
 }
 
 TEST_CASE("random: bad arguments throw naming the problem") {

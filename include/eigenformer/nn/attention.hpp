@@ -335,8 +335,7 @@ std::optional<Tensor<T, R>> dropout_keep(const char* op, double p, const Shape<R
   if (p == 1.0) {
     keep.zero_();  // as PyTorch: zeros, nothing drawn
   } else {        // nn.Dropout's CPU path: noise = bernoulli_(1 - p); noise /= (1 - p)
-    bernoulli_(keep, 1.0 - p, gen);
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(keep.data(), keep.numel()) *= T(1) / static_cast<T>(1.0 - p);
+    eigenformer::detail::bernoulli_fill(keep.data(), keep.numel(), 1.0 - p, T(1) / static_cast<T>(1.0 - p), gen);
   }
   return keep;
 }

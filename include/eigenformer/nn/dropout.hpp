@@ -40,9 +40,9 @@ class Dropout : public Module<T> {
     if (p_ == 1.0) {
       mask.zero_();
     } else {
-      bernoulli_(mask, 1.0 - p_, current_generator());
+      // bernoulli_(1 - p) then the scaling, in one pass: a kept element is 1 * scale = scale exactly.
       const T scale = T(1) / static_cast<T>(1.0 - p_);
-      mask = mask * static_cast<double>(scale);
+      eigenformer::detail::bernoulli_fill(mask.data(), mask.numel(), 1.0 - p_, scale, current_generator());
     }
     if (record) this->save_for_backward(Context{mask.view(Shape<1>{mask.numel()})});
     return mul(x, mask);
