@@ -22,7 +22,8 @@ struct Params {
   nn::ParameterList<T> list;
 };
 
-// The case's initial parameters ("weight" (3, 4), "bias" (4)) as a ParameterList.
+// The case's initial parameters ("weight" (3, 4), or (2, 131) in one AdamW case, and "bias" (4)) as a
+// ParameterList.
 template <typename T>
 Params<T> params_of(const json& c) {
   Params<T> p;

@@ -79,6 +79,10 @@ ADAMW_SPECS = [
     ("adamw_no_decay", dict(lr=3e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, amsgrad=False)),
     ("adamw_strong_decay", dict(lr=6e-4, betas=(0.9, 0.95), eps=1e-6, weight_decay=0.1, amsgrad=False)),
     ("adamw_amsgrad", dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-8, weight_decay=0.05, amsgrad=True)),
+    # A weight longer than the C++ update's 256-element block, so its vectorised body, a second block and a
+    # ragged tail are all compared with torch.
+    ("adamw_long_weight", dict(lr=1e-3, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, amsgrad=False),
+     [("weight", (2, 131)), ("bias", (4,))]),
 ]
 STEPS = 5
 SHAPES = [("weight", (3, 4)), ("bias", (4,))]
@@ -139,15 +143,16 @@ def replay_sgd_numpy(params0, grads, hp):
 
 def optimizer_cases(kind, specs, seed, replay):
     cases = []
-    for i, (name, hp) in enumerate(specs):
+    for i, (name, hp, *custom) in enumerate(specs):
+        shapes = custom[0] if custom else SHAPES
         g = data_gen(seed + i)
-        params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for _, s in SHAPES]
-        init = {n: p.detach().clone() for (n, _), p in zip(SHAPES, params)}
+        params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for _, s in shapes]
+        init = {n: p.detach().clone() for (n, _), p in zip(shapes, params)}
         opt = (torch.optim.AdamW if kind == "adamw" else torch.optim.SGD)(params, foreach=False, **hp)
         grads, after = [], []
         for step in range(STEPS):
             gs = {}
-            for (n, s), p in zip(SHAPES, params):
+            for (n, s), p in zip(shapes, params):
                 gr = torch.randn(*s, generator=g) * (0.1 if step % 2 else 1.0)
                 if step == 3:
                     gr[0] = 0.0  # a zero gradient row: pure decay plus moment decay
@@ -155,11 +160,11 @@ def optimizer_cases(kind, specs, seed, replay):
                 gs[n] = gr
             opt.step()
             grads.append(gs)
-            after.append({n: p.detach().clone() for (n, _), p in zip(SHAPES, params)})
+            after.append({n: p.detach().clone() for (n, _), p in zip(shapes, params)})
         replayed = replay({n: t.numpy() for n, t in init.items()},
                           [{n: t.numpy() for n, t in s.items()} for s in grads], hp)
         for step in range(STEPS):
-            for n, _ in SHAPES:
+            for n, _ in shapes:
                 a, b = after[step][n].numpy(), replayed[step][n]
                 if not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
                     raise SystemExit("make_train_fixtures.py: %s step %d %s: the numpy replay differs from "
@@ -242,7 +247,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     cases = (cross_entropy_cases() + optimizer_cases("adamw", ADAMW_SPECS, 200, replay_adamw_numpy)
              + optimizer_cases("sgd", SGD_SPECS, 250, replay_sgd_numpy) + clip_cases() + schedule_cases())
-    write_budgeted(out_dir, "train.json", cases, 60_000, count_by="kind")
+    write_budgeted(out_dir, "train.json", cases, 100_000, count_by="kind")
     return 0
 
 

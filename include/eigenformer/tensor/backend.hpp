@@ -33,6 +33,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "eigenformer/tensor/creation.hpp"
 #include "eigenformer/tensor/onednn_gemm.hpp"
 #include "eigenformer/tensor/sgemm_kernel.hpp"
@@ -290,6 +294,31 @@ void parallel_for(index_t n, index_t grain, F&& body) {
     }
   }
   for (index_t begin = 0; begin < n; begin += grain) body(begin, std::min(n, begin + grain));
+}
+
+// out[i] = sqrt(in[i]) for n values, correctly rounded like std::sqrt (so bit-exact code may use it). A
+// std::sqrt loop stays scalar, because the call may set errno, and Eigen's float sqrt is an rsqrt estimate
+// under EIGEN_FAST_MATH; the x86 vector sqrt instructions are IEEE-exact, so they are used directly.
+template <floating_element T>
+void sqrt_exact(const T* in, T* out, index_t n) {
+  index_t i = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_sqrt_ps(_mm512_loadu_ps(in + i)));
+  else
+    for (; i + 8 <= n; i += 8) _mm512_storeu_pd(out + i, _mm512_sqrt_pd(_mm512_loadu_pd(in + i)));
+#elif defined(__AVX__)
+  if constexpr (std::is_same_v<T, float>)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
+  else
+    for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, _mm256_sqrt_pd(_mm256_loadu_pd(in + i)));
+#elif defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>)
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(in + i)));
+  else
+    for (; i + 2 <= n; i += 2) _mm_storeu_pd(out + i, _mm_sqrt_pd(_mm_loadu_pd(in + i)));
+#endif
+  for (; i < n; ++i) out[i] = std::sqrt(in[i]);
 }
 
 // ---- gemm --------------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@
 // tests/data/train.json (tools/reference/make_train_fixtures.py, which also replays the order in numpy).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -52,6 +54,67 @@ inline T rounded(T x) noexcept {
   x = v;
 #endif
   return x;
+}
+
+// Keeps the compiler from carrying values in registers across this point: every array passed is written
+// to memory before it and read back after, so a product stored before cannot meet an addition after it in
+// one FMA. Unlike rounded(), which pins one scalar, this lets both sides be vectorised.
+template <typename T>
+inline void products_to_memory(T* array) noexcept {
+#if defined(__GNUC__)
+  __asm__ volatile("" : : "r"(array) : "memory");
+#else
+  volatile T* escaped = array;  // other compilers: the address escapes, the fence orders the accesses
+  static_cast<void>(escaped);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+template <typename T, typename... More>
+inline void products_to_memory(T* first, More*... more) noexcept {
+  products_to_memory(first);
+  (products_to_memory(more), ...);
+}
+
+template <typename T>
+struct AdamWScalars {
+  T decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, neg_step_size, bc2_sqrt;
+};
+
+inline constexpr index_t adamw_block = 256;
+
+// AdamW on n <= adamw_block elements in torch's single-tensor order (see the top of this file), written as
+// passes over small arrays so that each vectorises: first every product, then (after products_to_memory)
+// the sums, then the square roots (backend::sqrt_exact, vectorised and correctly rounded). The scalar form of the same update ran at ~5 ns an
+// element and took 6% of a char-GPT training step.
+template <typename T>
+void adamw_update(index_t n, T* x, const T* g, T* m, T* v, T* vmax, const AdamWScalars<T>& c) {
+  alignas(64) T decayed[adamw_block], m_part[adamw_block], g_part[adamw_block], v_part[adamw_block],
+      g2_part[adamw_block];
+  for (index_t i = 0; i < n; ++i) {
+    decayed[i] = x[i] * c.decay;                    // param.mul_(1 - lr * wd)
+    m_part[i] = m[i] * c.beta1;                     // exp_avg.mul_(beta1)
+    g_part[i] = c.one_minus_beta1 * g[i];           // .add_(grad, alpha=1 - beta1)
+    v_part[i] = v[i] * c.beta2;                     // exp_avg_sq.mul_(beta2)
+    g2_part[i] = (c.one_minus_beta2 * g[i]) * g[i];  // .addcmul_(grad, grad, value=1 - beta2)
+  }
+  products_to_memory(decayed, m_part, g_part, v_part, g2_part);
+  T* second = v_part;  // reused: the moment the denominator is taken from
+  for (index_t i = 0; i < n; ++i) {
+    m[i] = m_part[i] + g_part[i];
+    v[i] = v_part[i] + g2_part[i];
+    second[i] = v[i];
+  }
+  if (vmax)
+    for (index_t i = 0; i < n; ++i) {
+      if (v[i] > vmax[i]) vmax[i] = v[i];  // torch.maximum: the running max of v (amsgrad)
+      second[i] = vmax[i];
+    }
+  T* root = g2_part;
+  backend::sqrt_exact(second, root, n);
+  for (index_t i = 0; i < n; ++i) {
+    const T denom = root[i] / c.bc2_sqrt + c.eps;         // division then add: nothing to fuse
+    x[i] = decayed[i] + (c.neg_step_size * m[i]) / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
 }
 
 inline void check_hyper(bool ok, const char* who, const std::string& what) {
@@ -188,21 +251,10 @@ class AdamW {
         T* vmax = o.amsgrad ? s.max_exp_avg_sq.data() : nullptr;
         // Element-wise, so any split between threads gives the same bits.
         backend::parallel_for(n, adamw_grain, [&](index_t begin, index_t end) {
-          for (index_t i = begin; i < end; ++i) {
-            const T gi = gr[i];
-            const T xi = x[i] * decay;                                                        // param.mul_(1 - lr*wd)
-            const T mi = detail::rounded(m[i] * beta1) + detail::rounded(one_minus_beta1 * gi);  // exp_avg
-            const T vi = detail::rounded(v[i] * beta2) + detail::rounded((one_minus_beta2 * gi) * gi);  // exp_avg_sq
-            m[i] = mi;
-            v[i] = vi;
-            T second = vi;
-            if (vmax) {
-              if (vi > vmax[i]) vmax[i] = vi;  // torch.maximum: the running max of v (amsgrad)
-              second = vmax[i];
-            }
-            const T denom = std::sqrt(second) / bc2_sqrt + eps;  // division then add: nothing to fuse
-            x[i] = xi + (neg_step_size * mi) / denom;            // param.addcdiv_(exp_avg, denom, value=-step_size)
-          }
+          for (index_t b = begin; b < end; b += detail::adamw_block)
+            detail::adamw_update(std::min(detail::adamw_block, end - b), x + b, gr + b, m + b, v + b,
+                                 vmax ? vmax + b : nullptr, {decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                                                             eps, neg_step_size, bc2_sqrt});
         });
       }
     }
