@@ -222,7 +222,7 @@ TEST_CASE("random: the engine equals std::mt19937 word for word, one at a time a
       for (std::size_t i = 0; i < n; ++i) REQUIRE(block[i] == static_cast<std::uint32_t>(reference()));
       drawn += n;
     }
-    CHECK(drawn == 6335);
+    CHECK(drawn == 5132);  // the sizes above: every block was compared
   }
 }
 
