@@ -148,8 +148,10 @@ TEST_CASE("backend::gemm computes float products with the kernel, with the same 
     index_t m, n, k;
     bool transpose_b;
   };
-  // A training step's shapes (x W^T, g W, g^T x) at sizes that cut into several tiles.
-  const std::vector<Product> products{{96, 200, 130, true}, {200, 130, 96, false}, {130, 96, 200, false}};
+  // A training step's shapes (x W^T, g W, g^T x) at sizes that cut into several tiles, the last one with
+  // more than one k block.
+  const std::vector<Product> products{{96, 200, 130, true}, {200, 130, 96, false}, {130, 96, 200, false},
+                                      {150, 260, 300, true}};
   const int saved = ef::get_num_threads();
   std::size_t ran = 0;
   for (const auto& pr : products) {
@@ -168,6 +170,15 @@ TEST_CASE("backend::gemm computes float products with the kernel, with the same 
       const auto c = ef::backend::gemm(a, b);
       REQUIRE_MESSAGE(std::memcmp(c.data(), direct.data(), direct.size() * sizeof(float)) == 0,
                       pr.m << " x " << pr.k << " x " << pr.n << " on " << threads << " threads");
+      // With a bias and GELU applied to each tile: the same as applying them to the direct product.
+      auto bias = ef::Tensor<float, 1>::empty({pr.n});
+      for (index_t j = 0; j < pr.n; ++j) bias.data()[j] = 0.01f * static_cast<float>(j % 17) - 0.05f;
+      const auto fused = ef::backend::gemm(a, b, ef::backend::Epilogue<float>{&bias, ef::backend::Activation::gelu_tanh});
+      std::vector<float> expected = direct;
+      ef::backend::detail::apply_epilogue(expected.data(), pr.n, pr.m, pr.n, bias.data(),
+                                          ef::backend::Activation::gelu_tanh);
+      REQUIRE_MESSAGE(std::memcmp(fused.data(), expected.data(), expected.size() * sizeof(float)) == 0,
+                      "with bias and GELU: " << pr.m << " x " << pr.k << " x " << pr.n << " on " << threads << " threads");
       ++ran;
     }
   }

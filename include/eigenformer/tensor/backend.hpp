@@ -587,6 +587,18 @@ bool packed_kernel_tile(index_t m, index_t r0, index_t c0, index_t rows, index_t
   }
 }
 
+// rows x cols of c (row stride ldc) += bias (per column, may be null), then the activation.
+template <floating_element T>
+void apply_epilogue(T* c, index_t ldc, index_t rows, index_t cols, const T* bias, Activation act) {
+  if (bias == nullptr && act == Activation::none) return;
+  for (index_t i = 0; i < rows; ++i) {
+    T* row = c + i * ldc;
+    if (bias)
+      for (index_t j = 0; j < cols; ++j) row[j] += bias[j];
+    activate(row, row, cols, act);
+  }
+}
+
 // c tile `tile` of plan: c = act(alpha * a b + beta * c + bias) on rows [r0, r1) x cols [c0, c1), while
 // the tile is in cache.
 template <floating_element T>
@@ -622,15 +634,7 @@ void gemm_tile(const GemmPlan& p, index_t tile, index_t k, const MatrixOperand<T
       });
     });
   }
-  if (bias == nullptr && act == Activation::none) return;
-  for (index_t i = 0; i < rows; ++i) {
-    T* row = c + (r0 + i) * ldc + c0;
-    if (bias) {
-      const T* bj = bias + c0;
-      for (index_t j = 0; j < cols; ++j) row[j] += bj[j];
-    }
-    activate(row, row, cols, act);
-  }
+  apply_epilogue(c + r0 * ldc + c0, ldc, rows, cols, bias ? bias + c0 : nullptr, act);
 }
 
 // A row- or column-major view of t, or of a contiguous copy when t is strided both ways. `keep` holds the
