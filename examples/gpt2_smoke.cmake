@@ -3,13 +3,15 @@
 # tools/reference/make_gpt2_hf_fixtures.py): the same prompt, ids and tokens, and probabilities within 1e-6
 # (the CLI prints 6 decimals of a float32 probability; its float rounding is ~3e-8, so the printed value is
 # the reference rounded to 6 decimals, or one unit of the last decimal off when the reference sits on a
-# rounding boundary).
+# rounding boundary). --svg draws the prompt's causal attention.
 #
-#   cmake -DGPT2=<exe> -DMODEL_DIR=<tests/data/gpt2_tiny_hf> -DREFERENCE=<gpt2_tiny_hf_reference.json> -P gpt2_smoke.cmake
+#   cmake -DGPT2=<exe> -DMODEL_DIR=<tests/data/gpt2_tiny_hf> -DREFERENCE=<gpt2_tiny_hf_reference.json>
+#         -DWORK_DIR=<scratch dir> -P gpt2_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/smoke/run_program.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/svg.cmake")
 
-require_variables(gpt2_smoke GPT2 MODEL_DIR REFERENCE)
+require_variables(gpt2_smoke GPT2 MODEL_DIR REFERENCE WORK_DIR)
 set(SMOKE_PROGRAM "${GPT2}")
 
 # A probability written 0.ddd... as an integer count of 1e-6, rounded half up (CMake has no floating point).
@@ -119,6 +121,43 @@ run(threads0 2 --model "${MODEL_DIR}" --threads 0)
 run(sample 0 --model "${MODEL_DIR}" --prompt "the cat" --seed 3 --max-new-tokens 40 --top-k 20 --top-p 0.9)
 if(NOT sample_out MATCHES "^the cat" OR NOT sample_err MATCHES "lowered to 15")
   message(FATAL_ERROR "gpt2 sampling: unexpected output:\n${sample_out}\n${sample_err}")
+endif()
+
+# --svg: every layer's and head's weights over "the cat sat on the mat" (6 tokens, the first "the" without
+# the "Ġ" of a word after a space), tokens on both axes, the --show-top table unchanged. The attention is
+# causal: the first token attends only to itself (weight 1.00 in every head) and each head's 15 cells right of
+# the diagonal are 0.00. Written before anything is printed, so an unwritable file leaves stdout empty.
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+file(READ "${MODEL_DIR}/config.json" _config)
+string(JSON _layers GET "${_config}" n_layer)
+string(JSON _heads GET "${_config}" n_head)
+math(EXPR _maps "${_layers} * ${_heads}")
+math(EXPR _cells "${_maps} * 6 * 6")
+math(EXPR _upper "${_maps} * 15")
+run(top_mat 0 --model "${MODEL_DIR}" --prompt "the cat sat on the mat" --show-top 3)
+run(svg 0 --model "${MODEL_DIR}" --prompt "the cat sat on the mat" --show-top 3 --svg "${WORK_DIR}/attention.svg")
+if(NOT svg_out STREQUAL top_mat_out)
+  message(FATAL_ERROR "gpt2 --svg changed the --show-top table:\n${svg_out}--- without --svg:\n${top_mat_out}")
+endif()
+read_svg("gpt2 --svg (${_layers} layers x ${_heads} heads x 6 x 6 cells)" "${WORK_DIR}/attention.svg" ${_cells} _svg)
+count_matches(_labels "class=\"row-label\"[^>]*>Ġmat</text>" "${_svg}")
+count_matches(_labels_x "class=\"col-label\"[^>]*>Ġmat</text>" "${_svg}")
+count_matches(_first "<title>the / the: 1\\.00</title>" "${_svg}")
+count_matches(_zeros ": 0\\.00</title>" "${_svg}")
+if(NOT _labels EQUAL _maps OR NOT _labels_x EQUAL _maps OR NOT _first EQUAL _maps OR _zeros LESS _upper)
+  message(FATAL_ERROR "gpt2 --svg: ${_labels} row and ${_labels_x} column labels \"Ġmat\" (expected ${_maps} each), "
+                      "${_first} first rows attending only to themselves (${_maps}), ${_zeros} zero weights "
+                      "(${_upper} or more)")
+endif()
+run(svg_no_value 2 --model "${MODEL_DIR}" --svg)
+if(NOT svg_no_value_err MATCHES "^gpt2: --svg needs a value\n")
+  message(FATAL_ERROR "gpt2 --svg without a file: unexpected message:\n${svg_no_value_err}")
+endif()
+run(svg_no_dir 1 --model "${MODEL_DIR}" --prompt "the cat" --show-top 1 --svg "${WORK_DIR}/nowhere/a.svg")
+if(NOT svg_no_dir_err MATCHES "^gpt2: [^\n]*nowhere/a\\.svg: cannot create a temporary file[^\n]*\n$" OR NOT svg_no_dir_out STREQUAL "")
+  message(FATAL_ERROR "gpt2 --svg into a missing directory: expected one line on stderr and nothing on stdout:\n"
+                      "${svg_no_dir_out}\n${svg_no_dir_err}")
 endif()
 
 # No --model: an explanation of what is needed, exit code 2.
