@@ -3,7 +3,8 @@
 # tools/reference/make_gpt2_hf_fixtures.py): the same prompt, ids and tokens, and probabilities within 1e-6
 # (the CLI prints 6 decimals of a float32 probability; its float rounding is ~3e-8, so the printed value is
 # the reference rounded to 6 decimals, or one unit of the last decimal off when the reference sits on a
-# rounding boundary). --svg draws the prompt's causal attention.
+# rounding boundary). --svg draws the prompt's causal attention, compared with PyTorch's weights (case
+# "attentions").
 #
 #   cmake -DGPT2=<exe> -DMODEL_DIR=<tests/data/gpt2_tiny_hf> -DREFERENCE=<gpt2_tiny_hf_reference.json>
 #         -DWORK_DIR=<scratch dir> -P gpt2_smoke.cmake
@@ -123,33 +124,63 @@ if(NOT sample_out MATCHES "^the cat" OR NOT sample_err MATCHES "lowered to 15")
   message(FATAL_ERROR "gpt2 sampling: unexpected output:\n${sample_out}\n${sample_err}")
 endif()
 
-# --svg: every layer's and head's weights over "the cat sat on the mat" (6 tokens, the first "the" without
-# the "Ġ" of a word after a space), tokens on both axes, the --show-top table unchanged. The attention is
-# causal: the first token attends only to itself (weight 1.00 in every head) and each head's 15 cells right of
-# the diagonal are 0.00. Written before anything is printed, so an unwritable file leaves stdout empty.
+# --svg: every layer's and head's weights over the reference's prompt (case "attentions": "the cat sat on
+# the mat", 6 tokens, the first "the" without the "Ġ" of a word after a space), tokens on both axes, the
+# --show-top table unchanged. Each cell's tooltip ("query / key: weight", 2 decimals) against PyTorch's weight,
+# in the same order (layer, head, query, key), within 0.006: the printing's rounding (0.005), the reference's
+# digits past 1e-3 dropped here (under 0.001), float32 differences (~1e-7). A wrong layer, head or query
+# order, or a missing causal mask, is off by 0.1 or more somewhere.
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/decimals.cmake")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-file(READ "${MODEL_DIR}/config.json" _config)
-string(JSON _layers GET "${_config}" n_layer)
-string(JSON _heads GET "${_config}" n_head)
+reference_case(attentions _att)
+string(JSON _att_prompt GET "${_att}" prompt)
+string(JSON _att_tokens LENGTH "${_att}" ids)
+string(JSON _layers LENGTH "${_att}" attentions)
+string(JSON _heads GET "${_att}" attentions 0 shape 1)
 math(EXPR _maps "${_layers} * ${_heads}")
-math(EXPR _cells "${_maps} * 6 * 6")
-math(EXPR _upper "${_maps} * 15")
-run(top_mat 0 --model "${MODEL_DIR}" --prompt "the cat sat on the mat" --show-top 3)
-run(svg 0 --model "${MODEL_DIR}" --prompt "the cat sat on the mat" --show-top 3 --svg "${WORK_DIR}/attention.svg")
+math(EXPR _cells "${_maps} * ${_att_tokens} * ${_att_tokens}")
+run(top_mat 0 --model "${MODEL_DIR}" --prompt "${_att_prompt}" --show-top 3)
+run(svg 0 --model "${MODEL_DIR}" --prompt "${_att_prompt}" --show-top 3 --svg "${WORK_DIR}/attention.svg")
 if(NOT svg_out STREQUAL top_mat_out)
   message(FATAL_ERROR "gpt2 --svg changed the --show-top table:\n${svg_out}--- without --svg:\n${top_mat_out}")
 endif()
-read_svg("gpt2 --svg (${_layers} layers x ${_heads} heads x 6 x 6 cells)" "${WORK_DIR}/attention.svg" ${_cells} _svg)
+read_svg("gpt2 --svg (${_layers} layers x ${_heads} heads x ${_att_tokens} x ${_att_tokens} cells)"
+         "${WORK_DIR}/attention.svg" ${_cells} _svg)
 count_matches(_labels "class=\"row-label\"[^>]*>Ġmat</text>" "${_svg}")
 count_matches(_labels_x "class=\"col-label\"[^>]*>Ġmat</text>" "${_svg}")
-count_matches(_first "<title>the / the: 1\\.00</title>" "${_svg}")
-count_matches(_zeros ": 0\\.00</title>" "${_svg}")
-if(NOT _labels EQUAL _maps OR NOT _labels_x EQUAL _maps OR NOT _first EQUAL _maps OR _zeros LESS _upper)
-  message(FATAL_ERROR "gpt2 --svg: ${_labels} row and ${_labels_x} column labels \"Ġmat\" (expected ${_maps} each), "
-                      "${_first} first rows attending only to themselves (${_maps}), ${_zeros} zero weights "
-                      "(${_upper} or more)")
+if(NOT _labels EQUAL _maps OR NOT _labels_x EQUAL _maps)
+  message(FATAL_ERROR "gpt2 --svg: ${_labels} row and ${_labels_x} column labels \"Ġmat\", expected ${_maps} each")
 endif()
+string(REGEX MATCHALL ": [0-9]+\\.[0-9][0-9]</title>" _drawn "${_svg}")
+set(_want "")
+math(EXPR _last_layer "${_layers} - 1")
+math(EXPR _per_layer "${_cells} / ${_layers} - 1")
+foreach(_l RANGE ${_last_layer})
+  foreach(_i RANGE ${_per_layer})
+    string(JSON _w GET "${_att}" attentions ${_l} data ${_i})
+    if(_w MATCHES "[eE]-")
+      set(_w 0)  # below 1e-4: 0 in the units compared
+    endif()
+    list(APPEND _want "${_w}")
+  endforeach()
+endforeach()
+list(LENGTH _drawn _ndrawn)
+list(LENGTH _want _nwant)
+if(_nwant EQUAL 0 OR NOT _ndrawn EQUAL _nwant)
+  message(FATAL_ERROR "gpt2 --svg: ${_ndrawn} weights in the tooltips, the reference has ${_nwant}")
+endif()
+set(_k 0)
+foreach(_got _w IN ZIP_LISTS _drawn _want)
+  string(REGEX REPLACE "^: ([0-9.]+)</title>$" "\\1" _got "${_got}")
+  units_of("${_got}" 3 _g)
+  units_of("${_w}" 3 _r)
+  math(EXPR _diff "${_g} - ${_r}")
+  if(_diff GREATER 6 OR _diff LESS -6)
+    message(FATAL_ERROR "gpt2 --svg: weight ${_k} (layer, head, query, key order) is drawn as ${_got}, PyTorch's is ${_w}")
+  endif()
+  math(EXPR _k "${_k} + 1")
+endforeach()
 run(svg_no_value 2 --model "${MODEL_DIR}" --svg)
 if(NOT svg_no_value_err MATCHES "^gpt2: --svg needs a value\n")
   message(FATAL_ERROR "gpt2 --svg without a file: unexpected message:\n${svg_no_value_err}")
