@@ -824,8 +824,8 @@ Figure& add_attention(Figure& fig, const std::vector<Tensor<T, 4>>& attentions, 
     const auto n = static_cast<index_t>(tokens.size());
     if (s[2] != n || s[3] != n)
       throw plot_error("attention: layer " + std::to_string(l) + "'s weights are " + shape_string(s) + " but there are " +
-                       std::to_string(tokens.size()) + " tokens (expected (B, NH, " + std::to_string(n) + ", " +
-                       std::to_string(n) + "))");
+                       std::to_string(tokens.size()) + " tokens (expected [B, NH, " + std::to_string(n) + ", " +
+                       std::to_string(n) + "])");
     if (batch < 0 || batch >= s[0])
       throw plot_error("attention: sequence " + std::to_string(batch) + " asked for but layer " + std::to_string(l) +
                        " has a batch of " + std::to_string(s[0]));
