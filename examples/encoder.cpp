@@ -42,6 +42,8 @@
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
 
+#include "svg_option.hpp"
+
 #ifdef EIGENFORMER_EXAMPLE_HAS_TOKENIZERS
 #include <eigenformer/tokenizers/wordpiece.hpp>
 #endif
@@ -121,24 +123,12 @@ std::vector<std::int64_t> token_ids(std::vector<std::string>& tokens) {
   return {2051, 10029, 2066, 2019, 8612};
 }
 
-constexpr const char* usage = "usage: encoder [--svg FILE]";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::optional<std::string> svg_file;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage << "\n";
-      return 0;
-    }
-    if (a == "--svg" && i + 1 < argc) svg_file = argv[++i];
-    else {
-      std::cerr << "encoder: " << (a == "--svg" ? "--svg needs a value" : "unknown argument " + a) << "\n" << usage << "\n";
-      return 2;
-    }
-  }
+  const auto option = examples::parse_svg_option(argc, argv, "encoder");
+  if (option.exit_status) return *option.exit_status;
+  const auto& svg_file = option.file;
   // The pictures of --svg, a row per step: as wide as a row of twelve heads.
   std::optional<svg::Figure> pictures;
   if (svg_file) pictures.emplace(std::string("The encoder on \"") + kText + "\", random bert-base-uncased-shaped weights", 12);
@@ -308,16 +298,11 @@ int main(int argc, char** argv) {
   std::cout << "softmax(logits, -1): " << ef::softmax(logits, -1) << "\n";
   const auto best = ef::argmax(logits, -1)(0);
   std::cout << "predicted: " << config.label(best) << " (untrained weights: the choice means nothing yet)\n";
-  if (svg_file) {
-    try {
+  if (svg_file)
+    return examples::save_svg("encoder", *svg_file, [&] {
       // N(0, 0.02) weights make every score near 0: the heads of the untrained encoder attend almost uniformly.
       svg::add_attention(*pictures, encoded.attentions, tokens);
       pictures->save(*svg_file);
-    } catch (const std::exception& e) {
-      std::cerr << "encoder: " << e.what() << "\n";
-      return 1;
-    }
-    std::cerr << "encoder: wrote " << *svg_file << "\n";
-  }
+    });
   return 0;
 }

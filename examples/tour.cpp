@@ -17,6 +17,8 @@
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
 
+#include "svg_option.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -173,24 +175,12 @@ void where_the_chapters_live() {
                "  train_char_gpt --plot FILE, train_sentiment --plot FILE (loss and accuracy curves)\n";
 }
 
-constexpr const char* usage = "usage: tour [--svg FILE]";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::optional<std::string> svg_file;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage << "\n";
-      return 0;
-    }
-    if (a == "--svg" && i + 1 < argc) svg_file = argv[++i];
-    else {
-      std::cerr << "tour: " << (a == "--svg" ? "--svg needs a value" : "unknown argument " + a) << "\n" << usage << "\n";
-      return 2;
-    }
-  }
+  const auto option = examples::parse_svg_option(argc, argv, "tour");
+  if (option.exit_status) return *option.exit_status;
+  const auto& svg_file = option.file;
   std::optional<svg::Figure> pictures;
   if (svg_file) figure = &pictures.emplace("eigenformer tour: attention weights", 3);
 
@@ -199,14 +189,6 @@ int main(int argc, char** argv) {
   softmax_examples();
   causal_mask();
   where_the_chapters_live();
-  if (svg_file) {
-    try {
-      pictures->save(*svg_file);
-    } catch (const std::exception& e) {
-      std::cerr << "tour: " << e.what() << "\n";
-      return 1;
-    }
-    std::cerr << "tour: wrote " << *svg_file << "\n";
-  }
+  if (svg_file) return examples::save_svg("tour", *svg_file, [&] { pictures->save(*svg_file); });
   return 0;
 }
