@@ -27,6 +27,8 @@
 #include <eigenformer/nn/self_attention.hpp>
 #include <eigenformer/nn/transformer_block.hpp>
 
+#include "svg_option.hpp"
+
 #include <exception>
 #include <iostream>
 #include <limits>
@@ -286,24 +288,12 @@ void positional_encoding_pictures(svg::Figure& fig) {
   }
 }
 
-constexpr const char* usage = "usage: attention [--svg FILE]";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::optional<std::string> svg_file;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage << "\n";
-      return 0;
-    }
-    if (a == "--svg" && i + 1 < argc) svg_file = argv[++i];
-    else {
-      std::cerr << "attention: " << (a == "--svg" ? "--svg needs a value" : "unknown argument " + a) << "\n" << usage << "\n";
-      return 2;
-    }
-  }
+  const auto option = examples::parse_svg_option(argc, argv, "attention");
+  if (option.exit_status) return *option.exit_status;
+  const auto& svg_file = option.file;
   std::optional<svg::Figure> pictures;
   if (svg_file) figure = &pictures.emplace("Attention, step by step", 3);
 
@@ -314,15 +304,10 @@ int main(int argc, char** argv) {
   multi_head_split();
   modules();
   llms_from_scratch();
-  if (svg_file) {
-    try {
+  if (svg_file)
+    return examples::save_svg("attention", *svg_file, [&] {
       positional_encoding_pictures(*pictures);
       pictures->save(*svg_file);
-    } catch (const std::exception& e) {
-      std::cerr << "attention: " << e.what() << "\n";
-      return 1;
-    }
-    std::cerr << "attention: wrote " << *svg_file << "\n";
-  }
+    });
   return 0;
 }

@@ -35,6 +35,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -133,46 +134,19 @@ void require_loaded(const models::BertLoadReport& report, const std::string& hea
   throw std::runtime_error(report.file + " has no " + head + " (" + names + " missing); " + why);
 }
 
-// --svg: the attention weights of every layer and head for one sequence, as heatmaps. The encoder is walked
-// layer by layer as BertLayer::forward does, asking each self-attention for its weights (pre-LN models
-// attend over the normalised input); the walk must end in the model's own output.
+// --svg: the attention weights of every layer and head for one sequence, as heatmaps.
 void write_attention_svg(const models::BertModel<float>& bert, const tokenizers::BertTokenizer& tok,
                          const std::vector<std::int64_t>& ids, const std::string& text, const std::string& file) {
   auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
   std::copy(ids.begin(), ids.end(), input.data());
-  const bool pre_ln = bert.config().pre_layer_norm;
-  auto x = bert.embeddings.forward(input);
-  std::vector<eigenformer::Tensor<float, 4>> weights;
-  for (const auto& layer : bert.encoder.layer) {
-    eigenformer::Tensor<float, 4> w;
-    layer.attention.self.forward(pre_ln ? layer.attention.output.LayerNorm.forward(x) : x, nullptr, &w);
-    weights.push_back(w);
-    x = layer.forward(x, nullptr);
-  }
-  const auto expected = bert.forward(input).last_hidden_state;
-  float worst = 0;
-  for (index_t t = 0; t < x.shape()[1]; ++t)
-    for (index_t c = 0; c < x.shape()[2]; ++c) worst = std::max(worst, std::abs(x(0, t, c) - expected(0, t, c)));
-  if (!(worst <= 1e-4f))
-    throw std::logic_error("--svg: the layer-by-layer walk differs from BertModel.forward by " + std::to_string(worst));
-
+  const auto attentions = bert.forward(input, std::nullopt, std::nullopt, /*output_attentions=*/true).attentions;
   std::vector<std::string> tokens;
   for (const auto id : ids)
     tokens.push_back(id < static_cast<std::int64_t>(tok.vocab_size()) ? tok.id_to_token(id) : "#" + std::to_string(id));
-  const index_t heads = bert.config().num_attention_heads;
   namespace svg = eigenformer::io::svg;
-  svg::Figure fig("Attention weights (rows: queries, columns: keys) of \"" + text + "\"", static_cast<std::size_t>(heads));
-  const double cell = std::clamp(220.0 / static_cast<double>(ids.size()), 4.0, 24.0);
-  for (std::size_t l = 0; l < weights.size(); ++l) {
-    fig.new_row();
-    for (index_t h = 0; h < heads; ++h)
-      fig.add(svg::heatmap(weights[l].select(0, 0).select(0, h), {.title = "layer " + std::to_string(l) + ", head " + std::to_string(h),
-                                                                  .row_labels = tokens,
-                                                                  .col_labels = tokens,
-                                                                  .vmin = 0,
-                                                                  .cell_size = cell}));
-  }
-  fig.save(file);
+  svg::Figure fig("Attention weights (rows: queries, columns: keys) of \"" + text + "\"",
+                  static_cast<std::size_t>(bert.config().num_attention_heads));
+  svg::add_attention(fig, attentions, tokens).save(file);
 }
 
 std::string fixed6(double v) {

@@ -23,8 +23,15 @@
 // If EIGENFORMER_DATA_DIR is set and $EIGENFORMER_DATA_DIR/bert-base-uncased/vocab.txt exists (and the
 // tokenizers were built), the ids come from tokenizers::BertTokenizer; otherwise from a built-in list.
 //
+// Usage: encoder [--svg FILE]
+//   --svg FILE  also draws the attention weights the steps compute, as one SVG picture, the tokens on both
+//               axes (rows the queries, columns the keys): step 3's weights, step 4's twelve heads, the
+//               position embeddings of step 7 at the sentence's five positions (dimensions 0-47; random, so
+//               no pattern yet), and the head view of step 8's encoder, a row of twelve heads per layer
+//
 // Build and run: cmake --preset release && cmake --build build/release --target encoder
-//                build/release/examples/encoder
+//                build/release/examples/encoder --svg encoder.svg
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/models/bert.hpp>
 #include <eigenformer/nn/attention.hpp>
 #include <eigenformer/nn/embedding.hpp>
@@ -34,6 +41,8 @@
 #include <eigenformer/nn/tutorial/per_head_attention.hpp>
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
+
+#include "svg_option.hpp"
 
 #ifdef EIGENFORMER_EXAMPLE_HAS_TOKENIZERS
 #include <eigenformer/tokenizers/wordpiece.hpp>
@@ -45,11 +54,13 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ef = eigenformer;
 namespace nn = ef::nn;
+namespace svg = ef::io::svg;
 
 namespace {
 
@@ -85,7 +96,8 @@ ef::Tensor<std::int64_t, 2> as_batch(const std::vector<std::int64_t>& ids) {
 }
 
 // The sentence's ids: from the real vocabulary when one is available, else the ids that vocabulary gives.
-std::vector<std::int64_t> token_ids() {
+// `tokens` receives their spellings, for the pictures' axes.
+std::vector<std::int64_t> token_ids(std::vector<std::string>& tokens) {
 #ifdef EIGENFORMER_EXAMPLE_HAS_TOKENIZERS
   if (const char* dir = std::getenv("EIGENFORMER_DATA_DIR")) {
     const auto vocab = std::filesystem::path(dir) / "bert-base-uncased" / "vocab.txt";
@@ -97,6 +109,7 @@ std::vector<std::int64_t> token_ids() {
         const auto pieces = tok.tokenize(kText);
         for (std::size_t i = 0; i < pieces.size(); ++i) std::cout << (i ? ", '" : "'") << pieces[i] << "'";
         std::cout << "]\n";
+        tokens = pieces;
         return tok.encode(kText);
       } catch (const std::exception& e) {
         std::cout << "Could not use " << vocab.string() << ": " << e.what() << "\n";
@@ -106,12 +119,20 @@ std::vector<std::int64_t> token_ids() {
 #endif
   std::cout << "Built-in ids: what bert-base-uncased's tokenizer gives for the sentence without [CLS]/[SEP]\n"
                "(set EIGENFORMER_DATA_DIR to a directory holding bert-base-uncased/vocab.txt to tokenize here):\n";
+  tokens = {"time", "flies", "like", "an", "arrow"};
   return {2051, 10029, 2066, 2019, 8612};
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const auto option = examples::parse_svg_option(argc, argv, "encoder");
+  if (option.exit_status) return *option.exit_status;
+  const auto& svg_file = option.file;
+  // The pictures of --svg, a row per step: as wide as a row of twelve heads.
+  std::optional<svg::Figure> pictures;
+  if (svg_file) pictures.emplace(std::string("The encoder on \"") + kText + "\", random bert-base-uncased-shaped weights", 12);
+
   std::cout << "eigenformer: the Transformer encoder, piece by piece, on random bert-base-uncased-shaped weights\n";
   ef::manual_seed(42);
   auto config = ef::models::BertConfig::bert_base_uncased();
@@ -123,7 +144,8 @@ int main() {
 
   heading("1. Token ids");
   std::cout << "text: \"" << kText << "\"\n";
-  const auto ids = token_ids();
+  std::vector<std::string> tokens;
+  const auto ids = token_ids(tokens);
   const auto input_ids = as_batch(ids);  // (1, 5)
   std::cout << "input_ids: " << input_ids << "\n";
   // The same sentence backwards, for the word-order checks of steps 6 and 7.
@@ -151,6 +173,12 @@ int main() {
                "768-d vector is far more similar to itself than to any other:\n"
             << weights << "\n";
   std::cout << "weights.sum(-1): " << ef::sum(weights, -1) << "   (every row is a probability distribution)\n";
+  if (pictures)
+    pictures->add(svg::heatmap(weights.select(0, 0), {.title = "3. q = k = v: weights",
+                                                     .row_labels = tokens,
+                                                     .col_labels = tokens,
+                                                     .vmin = 0,
+                                                     .cell_size = 24}));
   const auto attn_outputs = ef::matmul(weights, value);  // (1, 5, 768)
   std::cout << "attn_outputs.shape: " << size(attn_outputs) << "   (one weighted average of values per token)\n";
   std::cout << "attn_outputs:\n" << attn_outputs << "\n";
@@ -171,6 +199,15 @@ int main() {
   std::cout << "attention weights of all heads: " << size(head_weights) << "   (batch, head, query, key)\n";
   std::cout << "head 8's weights (the learned projections spread attention beyond the token itself):\n"
             << head_weights.select(0, 0).select(0, 8) << "\n";
+  if (pictures) {
+    pictures->new_row();
+    for (ef::index_t h = 0; h < heads; ++h)
+      pictures->add(svg::heatmap(head_weights.select(0, 0).select(0, h), {.title = "4. head " + std::to_string(h),
+                                                                         .row_labels = tokens,
+                                                                         .col_labels = tokens,
+                                                                         .vmin = 0,
+                                                                         .cell_size = 24}));
+  }
   // One head by hand: project to 64-d queries, keys and values with that head's rows of the projection,
   // attend, and get (1, 5, 64). The twelve heads side by side, through the output projection, are the layer.
   const auto& W = multihead_attn.qkv.weight.data;  // (3 * 768, 768): all heads' query rows, key rows, value rows
@@ -228,6 +265,18 @@ int main() {
   std::cout << "words reversed -> outputs now differ beyond reordering, max |difference|: "
             << max_abs_diff_reversed(encoder_layer.forward(embedded), encoder_layer.forward(embeddings(reversed_ids)))
             << "\n";
+  if (pictures) {
+    // The vectors added at the sentence's positions, a column each (as narrow as a head's panel); a trained
+    // model's would show structure, these are N(0, 1).
+    pictures->new_row();
+    pictures->add(svg::heatmap(position_embeddings.weight().data.narrow(0, 0, input_ids.size(1)).narrow(1, 0, 48).t(),
+                               {.title = "7. Positions (random)",
+                                .x_label = "position",
+                                .y_label = "dimension",
+                                .colormap = svg::Colormap::diverging,
+                                .cell_size = 6,
+                                .tooltips = false}));
+  }
 
   heading("8. The full encoder (12 pre-LN layers) with a classification head on the first token, 3 classes");
   config.pre_layer_norm = true;      // LayerNorm before each sublayer, as in step 6
@@ -239,7 +288,8 @@ int main() {
   encoder_classifier.eval();
   std::cout << "BertForSequenceClassification: " << encoder_classifier.num_parameters() << " parameters in "
             << encoder_classifier.bert.encoder.layer.size() << " layers\n";
-  const auto hidden = encoder_classifier.bert.forward(input_ids).last_hidden_state;
+  const auto encoded = encoder_classifier.bert.forward(input_ids, std::nullopt, std::nullopt, /*output_attentions=*/pictures.has_value());
+  const auto& hidden = encoded.last_hidden_state;
   std::cout << "encoder(input_ids).size(): " << size(hidden) << "   (one contextual vector per token)\n";
   std::cout << "encoder(input_ids) (row 0, the first token's state, is what the classifier reads):\n" << hidden << "\n";
   const auto logits = encoder_classifier.forward(input_ids);
@@ -248,5 +298,11 @@ int main() {
   std::cout << "softmax(logits, -1): " << ef::softmax(logits, -1) << "\n";
   const auto best = ef::argmax(logits, -1)(0);
   std::cout << "predicted: " << config.label(best) << " (untrained weights: the choice means nothing yet)\n";
+  if (svg_file)
+    return examples::save_svg("encoder", *svg_file, [&] {
+      // N(0, 0.02) weights make every score near 0: the heads of the untrained encoder attend almost uniformly.
+      svg::add_attention(*pictures, encoded.attentions, tokens);
+      pictures->save(*svg_file);
+    });
   return 0;
 }

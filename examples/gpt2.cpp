@@ -3,9 +3,10 @@
 //
 //   gpt2 --model ../shared/data/gpt2-hf --prompt "Hello, my dog is" --max-new-tokens 20 --seed 1
 //   gpt2 --model DIR --prompt "The capital of France is" --show-top 5
+//   gpt2 --model DIR --prompt "The cat sat on the mat because it" --show-top 5 --svg attention.svg
 //
 // Usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]
-//             [--seed S] [--greedy] [--show-top K] [--threads N]
+//             [--seed S] [--greedy] [--show-top K] [--threads N] [--svg FILE]
 //   --prompt TEXT       the text to continue; empty (the default) starts from <|endoftext|>, as transformers'
 //                       text-generation pipeline does for GPT-2
 //   --max-new-tokens N  tokens to generate (default 30); stops early at <|endoftext|>
@@ -17,6 +18,11 @@
 //                       id<TAB>probability<TAB>token (token spelled as in vocab.json, "Ġthe" for " the"),
 //                       most probable first, and exit
 //   --threads N         threads for the products and loops (default: EIGENFORMER_NUM_THREADS, else every core)
+//   --svg FILE          also draws the attention weights of every layer and head over the prompt as heatmaps,
+//                       one row of heads per layer, the prompt's tokens (spelled as in vocab.json) on both
+//                       axes: rows the queries, columns the keys they attend to, as in bertviz's head view.
+//                       GPT-2's attention is causal: everything right of the diagonal is 0. Written before
+//                       anything is printed.
 // After generating, one line on standard error gives the prompt's and the generation's speed in tokens/s
 // (as llama.cpp's timings do): the prompt's forward pass, then the passes through the KV cache.
 // Otherwise the prompt followed by the generated text is printed. Exit status: 0 on success, 2 for a usage
@@ -24,6 +30,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/models/generation.hpp>
 #include <eigenformer/models/pretrained_gpt2.hpp>
 #include <iostream>
@@ -38,7 +45,7 @@ namespace {
 
 constexpr const char* usage =
     "usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]\n"
-    "            [--seed S] [--greedy] [--show-top K] [--threads N]";
+    "            [--seed S] [--greedy] [--show-top K] [--threads N] [--svg FILE]";
 
 constexpr const char* need_model =
     "gpt2: --model DIR is required: a Hugging Face GPT-2 model directory holding config.json,\n"
@@ -51,6 +58,7 @@ struct usage_error : std::runtime_error {
 
 struct Options {
   std::string model, prompt;
+  std::string svg;  // --svg: the attention pictures
   models::GenerationConfig gen;
   bool greedy = false;
   long long show_top = -1;  // -1: generate
@@ -102,12 +110,28 @@ Options parse(int argc, char** argv) {
     else if (a == "--greedy") o.greedy = true;
     else if (a == "--show-top") o.show_top = integer(a, value(), 1);
     else if (a == "--threads") o.threads = static_cast<int>(integer(a, value(), 1));
+    else if (a == "--svg") o.svg = value();
     else throw usage_error("unknown argument " + a);
   }
   if (o.greedy) o.gen.do_sample = false;
   if (!(o.gen.temperature > 0)) throw usage_error("--temperature must be positive");
   if (!(o.gen.top_p >= 0 && o.gen.top_p <= 1)) throw usage_error("--top-p must be between 0 and 1");
   return o;
+}
+
+// --svg: the attention weights of every layer and head over the prompt, as heatmaps.
+void write_attention_svg(const models::PretrainedGPT2<float>& gpt2, const std::vector<std::int64_t>& ids,
+                         const std::string& prompt, const std::string& file) {
+  std::vector<eigenformer::Tensor<float, 4>> attentions;
+  gpt2.model.forward(ids, &attentions);
+  std::vector<std::string> tokens;
+  for (const auto id : ids)
+    tokens.push_back(id < static_cast<std::int64_t>(gpt2.tokenizer.vocab_size()) ? gpt2.tokenizer.id_to_token(id)
+                                                                                : "#" + std::to_string(id));
+  namespace svg = eigenformer::io::svg;
+  svg::Figure fig("Causal attention weights (rows: queries, columns: keys) of \"" + prompt + "\"",
+                  static_cast<std::size_t>(gpt2.model.config().n_head));
+  svg::add_attention(fig, attentions, tokens).save(file);
 }
 
 int run(const Options& o) {
@@ -121,6 +145,7 @@ int run(const Options& o) {
     if (!eot_usable) throw std::runtime_error("the prompt is empty and the vocabulary has no <|endoftext|> to start from");
     ids.push_back(eot);
   }
+  if (!o.svg.empty()) write_attention_svg(gpt2, ids, o.prompt, o.svg);
 
   if (o.show_top > 0) {
     std::string out;

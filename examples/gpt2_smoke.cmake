@@ -3,13 +3,16 @@
 # tools/reference/make_gpt2_hf_fixtures.py): the same prompt, ids and tokens, and probabilities within 1e-6
 # (the CLI prints 6 decimals of a float32 probability; its float rounding is ~3e-8, so the printed value is
 # the reference rounded to 6 decimals, or one unit of the last decimal off when the reference sits on a
-# rounding boundary).
+# rounding boundary). --svg draws the prompt's causal attention, compared with PyTorch's weights (case
+# "attentions").
 #
-#   cmake -DGPT2=<exe> -DMODEL_DIR=<tests/data/gpt2_tiny_hf> -DREFERENCE=<gpt2_tiny_hf_reference.json> -P gpt2_smoke.cmake
+#   cmake -DGPT2=<exe> -DMODEL_DIR=<tests/data/gpt2_tiny_hf> -DREFERENCE=<gpt2_tiny_hf_reference.json>
+#         -DWORK_DIR=<scratch dir> -P gpt2_smoke.cmake
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/smoke/run_program.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/svg.cmake")
 
-require_variables(gpt2_smoke GPT2 MODEL_DIR REFERENCE)
+require_variables(gpt2_smoke GPT2 MODEL_DIR REFERENCE WORK_DIR)
 set(SMOKE_PROGRAM "${GPT2}")
 
 # A probability written 0.ddd... as an integer count of 1e-6, rounded half up (CMake has no floating point).
@@ -119,6 +122,73 @@ run(threads0 2 --model "${MODEL_DIR}" --threads 0)
 run(sample 0 --model "${MODEL_DIR}" --prompt "the cat" --seed 3 --max-new-tokens 40 --top-k 20 --top-p 0.9)
 if(NOT sample_out MATCHES "^the cat" OR NOT sample_err MATCHES "lowered to 15")
   message(FATAL_ERROR "gpt2 sampling: unexpected output:\n${sample_out}\n${sample_err}")
+endif()
+
+# --svg: every layer's and head's weights over the reference's prompt (case "attentions": "the cat sat on
+# the mat", 6 tokens, the first "the" without the "Ġ" of a word after a space), tokens on both axes, the
+# --show-top table unchanged. Each cell's tooltip ("query / key: weight", 2 decimals) against PyTorch's weight,
+# in the same order (layer, head, query, key), within 0.006: the printing's rounding (0.005), the reference's
+# digits past 1e-3 dropped here (under 0.001), float32 differences (~1e-7). A wrong layer, head or query
+# order, or a missing causal mask, is off by 0.1 or more somewhere.
+include("${CMAKE_CURRENT_LIST_DIR}/smoke/decimals.cmake")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+reference_case(attentions _att)
+string(JSON _att_prompt GET "${_att}" prompt)
+string(JSON _att_tokens LENGTH "${_att}" ids)
+string(JSON _layers LENGTH "${_att}" attentions)
+string(JSON _heads GET "${_att}" attentions 0 shape 1)
+math(EXPR _maps "${_layers} * ${_heads}")
+math(EXPR _cells "${_maps} * ${_att_tokens} * ${_att_tokens}")
+run(top_mat 0 --model "${MODEL_DIR}" --prompt "${_att_prompt}" --show-top 3)
+run(svg 0 --model "${MODEL_DIR}" --prompt "${_att_prompt}" --show-top 3 --svg "${WORK_DIR}/attention.svg")
+if(NOT svg_out STREQUAL top_mat_out)
+  message(FATAL_ERROR "gpt2 --svg changed the --show-top table:\n${svg_out}--- without --svg:\n${top_mat_out}")
+endif()
+read_svg("gpt2 --svg (${_layers} layers x ${_heads} heads x ${_att_tokens} x ${_att_tokens} cells)"
+         "${WORK_DIR}/attention.svg" ${_cells} _svg)
+count_matches(_labels "class=\"row-label\"[^>]*>Ġmat</text>" "${_svg}")
+count_matches(_labels_x "class=\"col-label\"[^>]*>Ġmat</text>" "${_svg}")
+if(NOT _labels EQUAL _maps OR NOT _labels_x EQUAL _maps)
+  message(FATAL_ERROR "gpt2 --svg: ${_labels} row and ${_labels_x} column labels \"Ġmat\", expected ${_maps} each")
+endif()
+string(REGEX MATCHALL ": [0-9]+\\.[0-9][0-9]</title>" _drawn "${_svg}")
+set(_want "")
+math(EXPR _last_layer "${_layers} - 1")
+math(EXPR _per_layer "${_cells} / ${_layers} - 1")
+foreach(_l RANGE ${_last_layer})
+  foreach(_i RANGE ${_per_layer})
+    string(JSON _w GET "${_att}" attentions ${_l} data ${_i})
+    if(_w MATCHES "[eE]-")
+      set(_w 0)  # below 1e-4: 0 in the units compared
+    endif()
+    list(APPEND _want "${_w}")
+  endforeach()
+endforeach()
+list(LENGTH _drawn _ndrawn)
+list(LENGTH _want _nwant)
+if(_nwant EQUAL 0 OR NOT _ndrawn EQUAL _nwant)
+  message(FATAL_ERROR "gpt2 --svg: ${_ndrawn} weights in the tooltips, the reference has ${_nwant}")
+endif()
+set(_k 0)
+foreach(_got _w IN ZIP_LISTS _drawn _want)
+  string(REGEX REPLACE "^: ([0-9.]+)</title>$" "\\1" _got "${_got}")
+  units_of("${_got}" 3 _g)
+  units_of("${_w}" 3 _r)
+  math(EXPR _diff "${_g} - ${_r}")
+  if(_diff GREATER 6 OR _diff LESS -6)
+    message(FATAL_ERROR "gpt2 --svg: weight ${_k} (layer, head, query, key order) is drawn as ${_got}, PyTorch's is ${_w}")
+  endif()
+  math(EXPR _k "${_k} + 1")
+endforeach()
+run(svg_no_value 2 --model "${MODEL_DIR}" --svg)
+if(NOT svg_no_value_err MATCHES "^gpt2: --svg needs a value\n")
+  message(FATAL_ERROR "gpt2 --svg without a file: unexpected message:\n${svg_no_value_err}")
+endif()
+run(svg_no_dir 1 --model "${MODEL_DIR}" --prompt "the cat" --show-top 1 --svg "${WORK_DIR}/nowhere/a.svg")
+if(NOT svg_no_dir_err MATCHES "^gpt2: [^\n]*nowhere/a\\.svg: cannot create a temporary file[^\n]*\n$" OR NOT svg_no_dir_out STREQUAL "")
+  message(FATAL_ERROR "gpt2 --svg into a missing directory: expected one line on stderr and nothing on stdout:\n"
+                      "${svg_no_dir_out}\n${svg_no_dir_err}")
 endif()
 
 # No --model: an explanation of what is needed, exit code 2.

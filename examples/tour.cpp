@@ -7,19 +7,35 @@
 //   3. The causal mask (BERT from scratch, listings 1.9-1.12): tril, masked_fill with -inf, softmax.
 //   4. Where every other chapter lives: the example and the command that runs it.
 //
-// Run it with `cmake --workflow --preset demo`.
+// Usage: tour [--svg FILE]
+//   --svg FILE  also draws the attention weights of sections 1 and 3 as one SVG picture: those of "Your
+//               journey starts with one step" with the words on both axes (rows the queries, columns the
+//               keys), the causal mask, and the causal weights (nothing right of the diagonal)
+//
+// Run it with `cmake --workflow --preset demo`, or build/release/examples/tour --svg tour.svg
+#include <eigenformer/io/svg.hpp>
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
 
+#include "svg_option.hpp"
+
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <initializer_list>
 #include <iostream>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace ef = eigenformer;
+namespace svg = ef::io::svg;
 
 namespace {
+
+// The pictures of --svg; null without it.
+svg::Figure* figure = nullptr;
 
 void heading(const char* title) { std::cout << "\n== " << title << " ==\n"; }
 
@@ -66,6 +82,15 @@ void self_attention_by_hand() {
   // The same for every token at once: the rows of this matrix are the six context vectors.
   const auto attn_weights = ef::softmax(ef::matmul(ef::matmul(inputs, W_query), keys.t()) / std::sqrt(d_k), -1);
   std::cout << "all context vectors =\n" << ef::matmul(attn_weights, values) << "\n";
+  if (figure) {
+    const std::vector<std::string> words = {"Your", "journey", "starts", "with", "one", "step"};
+    figure->add(svg::heatmap(attn_weights, {.title = "1. Attention weights (rows: queries, columns: keys)",
+                                            .row_labels = words,
+                                            .col_labels = words,
+                                            .vmin = 0,
+                                            .annotate = true,
+                                            .cell_size = 44}));
+  }
 }
 
 void softmax_examples() {
@@ -105,6 +130,12 @@ void causal_mask() {
   const auto weights = ef::softmax(masked, -1);
   std::cout << "Causal attention weights:\n" << weights << "\n";
   std::cout << "Row sums: " << ef::sum(weights, -1) << "\n";
+  if (figure) {
+    figure->add(svg::heatmap(ef::tril(ef::ones<float>({seq_len, seq_len})),
+                             {.title = "3. Causal mask (1 = allowed)", .colormap = svg::Colormap::blues, .annotate = true,
+                              .decimals = -1, .cell_size = 44}));
+    figure->add(svg::heatmap(weights, {.title = "3. Causal attention weights", .vmin = 0, .annotate = true, .cell_size = 44}));
+  }
 }
 
 // The demo builds the tour alone; the rest of the tutorials are other examples (chapters.cpp holds the sections
@@ -139,15 +170,25 @@ void where_the_chapters_live() {
          {"ex. 3.1", "v2's weights in v1, same output", "chapters exercise-3-1"}});
   table("Natural Language Processing with Transformers, chapter 3 (seed 004)",
         {{"encoder", "the encoder, piece by piece", "encoder"}});
+  std::cout << "Pictures (SVG files a browser shows): tour --svg FILE, attention --svg FILE, encoder --svg FILE,\n"
+               "  gpt2 --model DIR --prompt TEXT --svg FILE, bert --model DIR ... --svg FILE (attention heads),\n"
+               "  train_char_gpt --plot FILE, train_sentiment --plot FILE (loss and accuracy curves)\n";
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const auto option = examples::parse_svg_option(argc, argv, "tour");
+  if (option.exit_status) return *option.exit_status;
+  const auto& svg_file = option.file;
+  std::optional<svg::Figure> pictures;
+  if (svg_file) figure = &pictures.emplace("eigenformer tour: attention weights", 3);
+
   std::cout << "eigenformer tour: the tutorials' worked examples, reproduced digit for digit\n";
   self_attention_by_hand();
   softmax_examples();
   causal_mask();
   where_the_chapters_live();
+  if (svg_file) return examples::save_svg("tour", *svg_file, [&] { pictures->save(*svg_file); });
   return 0;
 }

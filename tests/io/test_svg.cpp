@@ -505,6 +505,47 @@ TEST_CASE("svg: bad input is refused with a message naming the picture and the p
   CHECK_THROWS_EXACTLY(svg::Figure("x", 0), svg::plot_error);
 }
 
+TEST_CASE("svg: add_attention draws every layer's heads of one sequence, a row per layer, tokens on both axes") {
+  // 2 layers of (batch 2, 3 heads, 2 x 2): value 1000 l + 100 b + 10 h + (2 q + k), so each cell names its source.
+  std::vector<eigenformer::Tensor<float, 4>> attentions;
+  for (int l = 0; l < 2; ++l) {
+    auto t = eigenformer::Tensor<float, 4>::empty({2, 3, 2, 2});
+    for (eigenformer::index_t b = 0; b < 2; ++b)
+      for (eigenformer::index_t h = 0; h < 3; ++h)
+        for (eigenformer::index_t q = 0; q < 2; ++q)
+          for (eigenformer::index_t k = 0; k < 2; ++k) t(b, h, q, k) = static_cast<float>(1000 * l + 100 * b + 10 * h + 2 * q + k);
+    attentions.push_back(t);
+  }
+  const std::vector<std::string> tokens = {"[CLS]", "hi"};
+  svg::Figure fig("heads", 3);
+  svg::add_attention(fig, attentions, tokens, 1);
+  const auto root = parse(fig.str());
+  const auto panels = root->all("g", "panel");
+  REQUIRE(panels.size() == 6);
+  const auto cells = root->all("rect", "cell");
+  REQUIRE(cells.size() == 24);
+  // Layer-major, then head, then row-major cells, all of sequence 1.
+  CHECK(cells[0]->child("title")->text == "[CLS] / [CLS]: 100.00");
+  CHECK(cells[7]->child("title")->text == "hi / hi: 113.00");
+  CHECK(cells[23]->child("title")->text == "hi / hi: 1123.00");
+  CHECK(texts(panels[4]->all("text", "row-label")) == tokens);
+  CHECK(texts(panels[4]->all("text", "col-label")) == tokens);
+  bool title_found = false;
+  for (const auto* t : panels[5]->all("text")) title_found |= t->text == "layer 1, head 2";
+  CHECK(title_found);
+  // A row of heads per layer: panel 3 (layer 1, head 0) starts the second row.
+  CHECK(panels[3]->attr("transform").find("translate(10,") == 0);
+  CHECK(panels[3]->attr("transform") != panels[0]->attr("transform"));
+
+  CHECK(error_of<svg::plot_error>([&] { svg::add_attention(fig, std::vector<eigenformer::Tensor<float, 4>>{}, tokens); }) ==
+        "attention: no layers (the attention weights are empty)");
+  CHECK(error_of<svg::plot_error>([&] { svg::add_attention(fig, attentions, {"a", "b", "c"}); }) ==
+        "attention: layer 0's weights are [2, 3, 2, 2] but there are 3 tokens (expected [B, NH, 3, 3])");
+  CHECK(error_of<svg::plot_error>([&] { svg::add_attention(fig, attentions, tokens, 2); }) ==
+        "attention: sequence 2 asked for but layer 0 has a batch of 2");
+  CHECK(fig.size() == 6);  // nothing added by the refused calls
+}
+
 TEST_CASE("svg: constant matrices and single points still give a finite, parseable picture") {
   svg::Figure fig;
   fig.add(svg::heatmap(std::vector<std::vector<double>>{{3, 3}, {3, 3}}));

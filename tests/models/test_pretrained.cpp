@@ -97,6 +97,19 @@ TEST_CASE_TEMPLATE("gpt2_from_pretrained: the official layout (no prefix, mask b
     CHECK(table[i].id == nt.at("top")[i].at("id").get<std::int64_t>());
     CHECK(table[i].probability == doctest::Approx(nt.at("top")[i].at("probability").get<double>()).epsilon(1e-5));
   }
+
+  // forward(ids, &attentions): every block's attention weights (1, NH, T, T), what `gpt2 --svg` draws, at
+  // the logits' tolerance (the same float32 computation, probabilities of scale 1). Measured: max abs 1.6e-7.
+  const auto& at = hf_case("attentions");
+  const auto& expected = at.at("attentions");
+  REQUIRE(expected.size() == static_cast<std::size_t>(cfg.n_layer));
+  std::vector<ef::Tensor<T, 4>> attentions;
+  const auto ids = at.at("ids").get<std::vector<std::int64_t>>();
+  const auto with = model.forward(ids, &attentions);
+  REQUIRE(attentions.size() == expected.size());
+  for (std::size_t l = 0; l < expected.size(); ++l)
+    check_fixture(attentions[l], expected[l], 1e-5, 1e-5, "gpt2_tiny_hf attentions, layer " + std::to_string(l));
+  CHECK(with.to_vector() == model.forward(ids).to_vector());
 }
 
 TEST_CASE("gpt2_from_pretrained: keys with the \"transformer.\" prefix, F64 tensors, an lm_head.weight equal to wte") {

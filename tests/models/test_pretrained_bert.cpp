@@ -141,6 +141,29 @@ TEST_CASE("bert_from_pretrained<BertForSequenceClassification>: weight/bias name
   check_fixture(logits, c.at("logits"), 1e-5, 1e-5, "bert_tiny_cls_hf logits");
 }
 
+TEST_CASE("BertModel.forward with output_attentions: every layer's weights of a padded batch, as PyTorch's") {
+  auto model = models::bert_from_pretrained<models::BertForSequenceClassification<float>>(cls_dir);
+  const auto& c = bert_case("classify");
+  const auto ids = to_tensor<std::int64_t, 2>(c.at("ids"));
+  const auto mask = to_tensor<std::int64_t, 2>(c.at("attention_mask"));
+  const auto& expected = c.at("attentions");  // the first sentence's (1, NH, T, T) per layer
+  REQUIRE(expected.size() == static_cast<std::size_t>(model.config().num_hidden_layers));
+  const auto out = model.bert.forward(ids, mask, std::nullopt, /*output_attentions=*/true);
+  REQUIRE(out.attentions.size() == expected.size());
+  for (std::size_t l = 0; l < expected.size(); ++l) {
+    CHECK(ef::shape_string(out.attentions[l].shape()) ==
+          ef::shape_string(ef::Shape<4>{ids.size(0), model.config().num_attention_heads, ids.size(1), ids.size(1)}));
+    // Probabilities of the same float32 computation as the logits above: the same tolerance (measured: max
+    // abs 4.8e-7).
+    check_fixture(out.attentions[l].narrow(0, 0, 1), expected[l], 1e-5, 1e-5,
+                  "bert_tiny_cls_hf attentions, layer " + std::to_string(l));
+  }
+  // The rest of the output is the same with or without them; without, there are none.
+  const auto plain = model.bert.forward(ids, mask);
+  CHECK(plain.attentions.empty());
+  CHECK(plain.last_hidden_state.to_vector() == out.last_hidden_state.to_vector());
+}
+
 TEST_CASE("bert_from_pretrained<BertModel>: the pooler is loaded when the file has one, the heads are unused") {
   models::BertLoadReport report;
   auto model = models::bert_from_pretrained<models::BertModel<float>>(mlm_dir, {}, &report);

@@ -87,7 +87,9 @@ Output 2: two model directories laid out as people download them, plus what the 
                    "probs" (V,) at the mask, "stdout" (5 lines "id\\tprobability\\ttoken", printf %.6f).
       "classify"   model_dir, texts, padded "ids" / "attention_mask" (3, T), "logits", "probs" (3, 2), labels,
                    "stdout": per sentence one line "label\\tprobability" (%.6f) per label in id order,
-                   sentences separated by one blank line, every line ending in "\\n".
+                   sentences separated by one blank line, every line ending in "\\n"; "attentions": every
+                   layer's attention probabilities (1, NH, T, T) of the first sentence in the padded batch
+                   (Hugging Face's output_attentions; its padded keys get 0).
       "embed"      model_dir (the MLM directory, its pooler), text, "ids" (1, T), "pooler_output" (1, 12).
     bert_tiny_cli_expected/fill_mask.txt and classify.txt hold the two stdout texts.
     Every printed probability is at least MARGIN from a rounding boundary of its 6th decimal, and the top
@@ -710,6 +712,14 @@ def hf_dirs(out):
         seed += 1
         assert seed < 4201 + 1000
     cls_seed = seed
+    # The softmax output is what each self-attention's dropout receives: a hook on it records the weights.
+    c_attentions = []
+    hooks = [layer.attention.self.dropout.register_forward_hook(lambda m, inp, o: c_attentions.append(inp[0].clone()))
+             for layer in clf.bert.encoder.layer]
+    with torch.no_grad():
+        clf(c_ids, c_mask)
+    for h in hooks:
+        h.remove()
     with torch.no_grad():
         check_alone("classify", c_logits, clf, c_ids, torch.zeros_like(c_ids), c_lengths)
         embed_ids = torch.tensor([tok.encode(embed_text)])
@@ -759,7 +769,8 @@ def hf_dirs(out):
          "probs": enc(fill_probs), "stdout": fill_stdout},
         {"name": "classify", "model_dir": "bert_tiny_cls_hf", "param_seed": cls_seed, "texts": texts,
          "ids": enc(c_ids), "attention_mask": enc(c_mask), "lengths": c_lengths, "labels": cls_labels,
-         "logits": enc(c_logits), "probs": enc(c_probs), "stdout": classify_stdout},
+         "logits": enc(c_logits), "probs": enc(c_probs), "stdout": classify_stdout,
+         "attentions": [enc(a[:1]) for a in c_attentions]},
         {"name": "embed", "model_dir": "bert_tiny_mlm_hf", "text": embed_text, "ids": enc(embed_ids),
          "pooler_output": enc(pooled)},
     ]

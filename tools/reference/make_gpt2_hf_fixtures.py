@@ -28,7 +28,10 @@ The reference file (eigenformer-fixtures format, fixture_io.py) records:
   * "greedy":     greedy decoding of the same prompt: `max_new_tokens` argmax steps (each a full forward of
                   the ids so far), stopping early at `eos_token_id`; the new `ids` and the `text` Hugging
                   Face's GPT2Tokenizer.decode gives for prompt + new ids (bytes decoded as UTF-8, errors
-                  replaced), what `gpt2 --greedy --max-new-tokens 3` prints.
+                  replaced), what `gpt2 --greedy --max-new-tokens 3` prints;
+  * "attentions": the prompt "the cat sat on the mat", its ids, and every layer's attention weights
+                  (1, NH, T, T) after the softmax (what Hugging Face's output_attentions returns), what
+                  `gpt2 --svg` draws.
 
 The safetensors writer is make_safetensors_fixtures.py's (the format's reference writer layout). Every run
 writes the same bytes.
@@ -151,6 +154,16 @@ def main(argv=None):
     ids = torch.randint(0, N_VOCAB, (1, 7), generator=data_gen(1602))
     prompt = "the cat"
     prompt_ids = bpe("the", vocab) + bpe("Ġcat", vocab)
+    mat_prompt = "the cat sat on the mat"
+    mat_ids = bpe("the", vocab) + [i for w in mat_prompt.split()[1:] for i in bpe("Ġ" + w, vocab)]
+    # The softmax output is what each attention's dropout receives: a hook on it records the weights.
+    attentions = []
+    hooks = [blk.attn.attn_dropout.register_forward_hook(lambda m, inp, out: attentions.append(inp[0].clone()))
+             for blk in model.transformer.h]
+    with torch.no_grad():
+        model(torch.tensor([mat_ids]))
+    for h in hooks:
+        h.remove()
     with torch.no_grad():
         logits, _ = model(ids)
         probs = torch.softmax(model(torch.tensor([prompt_ids]))[0][0, -1], dim=-1)
@@ -177,7 +190,8 @@ def main(argv=None):
     cases = [{"name": "logits", "config": CONFIG, "input_ids": enc(ids), "logits": enc(logits)},
              {"name": "next_token", "prompt": prompt, "ids": prompt_ids, "top": table},
              {"name": "greedy", "prompt": prompt, "prompt_ids": prompt_ids, "max_new_tokens": 3, "eos_token_id": eos,
-              "ids": greedy_ids, "text": decode(prompt_ids + greedy_ids, by_id)}]
+              "ids": greedy_ids, "text": decode(prompt_ids + greedy_ids, by_id)},
+             {"name": "attentions", "prompt": mat_prompt, "ids": mat_ids, "attentions": [enc(a) for a in attentions]}]
     size = write_fixture(os.path.join(args.out, "gpt2_tiny_hf_reference.json"), cases)
     total = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
     print("%s: %d bytes; gpt2_tiny_hf_reference.json: %d bytes" % (d, total, size))

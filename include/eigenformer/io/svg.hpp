@@ -1,7 +1,8 @@
 // Pictures as SVG files, written without any dependency: heatmaps (a matrix with row and column labels, a
 // colour bar and a title: attention weights with the tokens on both axes, position-encoding tables,
 // confusion matrices with their counts) and line charts (several series on shared axes with ticks and a
-// legend: loss and accuracy curves). A Figure lays out any number of them in a grid and writes one file.
+// legend: loss and accuracy curves). A Figure lays out any number of them in a grid and writes one file;
+// add_attention adds a model's attention weights to one, a row of heads per layer.
 //
 //   namespace svg = eigenformer::io::svg;
 //   svg::Figure fig("Attention");
@@ -807,5 +808,40 @@ class Figure {
   std::vector<std::variant<Heatmap, LineChart>> panels_;
   std::vector<std::size_t> breaks_;
 };
+
+// The head view (as bertviz draws it) of one sequence, added to `fig`: every layer's heads as heatmaps, one
+// row of the figure per layer (give the figure at least as many columns as heads), rows the queries and
+// columns the keys they attend to, both labelled with `tokens`. `attentions` holds one (B, NH, T, T) tensor
+// per layer, as a model's output_attentions gives; `batch` picks the sequence. The colour scale starts at 0
+// so that masked keys (weight 0) look alike in every head; cells shrink as the sequence grows so that a row
+// of heads stays about as wide.
+template <class T>
+Figure& add_attention(Figure& fig, const std::vector<Tensor<T, 4>>& attentions, const std::vector<std::string>& tokens,
+                      index_t batch = 0) {
+  if (attentions.empty()) throw plot_error("attention: no layers (the attention weights are empty)");
+  for (std::size_t l = 0; l < attentions.size(); ++l) {
+    const auto& s = attentions[l].shape();
+    const auto n = static_cast<index_t>(tokens.size());
+    if (s[2] != n || s[3] != n)
+      throw plot_error("attention: layer " + std::to_string(l) + "'s weights are " + shape_string(s) + " but there are " +
+                       std::to_string(tokens.size()) + " tokens (expected [B, NH, " + std::to_string(n) + ", " +
+                       std::to_string(n) + "])");
+    if (batch < 0 || batch >= s[0])
+      throw plot_error("attention: sequence " + std::to_string(batch) + " asked for but layer " + std::to_string(l) +
+                       " has a batch of " + std::to_string(s[0]));
+  }
+  const double cell = std::clamp(220.0 / static_cast<double>(tokens.size()), 4.0, 24.0);
+  for (std::size_t l = 0; l < attentions.size(); ++l) {
+    fig.new_row();
+    const auto layer = attentions[l].select(0, batch);
+    for (index_t h = 0; h < layer.shape()[0]; ++h)
+      fig.add(heatmap(layer.select(0, h), {.title = "layer " + std::to_string(l) + ", head " + std::to_string(h),
+                                           .row_labels = tokens,
+                                           .col_labels = tokens,
+                                           .vmin = 0,
+                                           .cell_size = cell}));
+  }
+  return fig;
+}
 
 }  // namespace eigenformer::io::svg

@@ -179,6 +179,7 @@ template <floating_element T>
 struct BertModelOutput {
   Tensor<T, 3> last_hidden_state;  // (B, T, C)
   Tensor<T, 2> pooler_output;      // (B, C): tanh(dense(hidden[:, 0])); empty without a pooler
+  std::vector<Tensor<T, 4>> attentions{};  // with output_attentions: each layer's weights (B, NH, T, T)
 };
 
 namespace detail::bert {
@@ -358,9 +359,10 @@ class BertAttention : public nn::Module<T> {
     m.child("output", output);
   }
 
-  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask) const {
-    if (!pre_layer_norm_) return output.forward(self.forward(x, mask), x);
-    return output.forward(self.forward(output.LayerNorm.forward(x), mask), x);
+  // `weights`: as BertSelfAttention::forward's.
+  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask, Tensor<T, 4>* weights = nullptr) const {
+    if (!pre_layer_norm_) return output.forward(self.forward(x, mask, weights), x);
+    return output.forward(self.forward(output.LayerNorm.forward(x), mask, weights), x);
   }
 
   Tensor<T, 3> backward(const Tensor<T, 3>& grad_output) {
@@ -421,8 +423,9 @@ class BertLayer : public nn::Module<T> {
     m.child("output", output);
   }
 
-  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask) const {
-    const auto a = attention.forward(x, mask);
+  // `weights`: as BertSelfAttention::forward's.
+  Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask, Tensor<T, 4>* weights = nullptr) const {
+    const auto a = attention.forward(x, mask, weights);
     return output.forward(intermediate.forward(pre_layer_norm_ ? output.LayerNorm.forward(a) : a), a);
   }
 
@@ -450,8 +453,10 @@ class BertEncoder : public nn::Module<T> {
   std::string type_name() const override { return "BertEncoder"; }
   void register_members(nn::Members<T>& m) override { m.child("layer", layer); }
 
-  Tensor<T, 3> forward(Tensor<T, 3> x, const Tensor<bool, 2>* mask) const {
-    for (const auto& l : layer) x = l.forward(x, mask);
+  // `attentions`, when given, receives every layer's attention weights (B, NH, T, T) before dropout.
+  Tensor<T, 3> forward(Tensor<T, 3> x, const Tensor<bool, 2>* mask, std::vector<Tensor<T, 4>>* attentions = nullptr) const {
+    if (attentions) attentions->assign(layer.size(), Tensor<T, 4>{});
+    for (std::size_t i = 0; i < layer.size(); ++i) x = layer[i].forward(x, mask, attentions ? &(*attentions)[i] : nullptr);
     return x;
   }
   Tensor<T, 3> backward(Tensor<T, 3> g) {
@@ -529,13 +534,17 @@ class BertModel : public nn::Module<T> {
   // input_ids (B, T); attention_mask (B, T), 1 = token, 0 = padding (none: no padding); token_type_ids
   // (B, T), the segment of each token (none: all 0). Ids out of range, a length beyond
   // max_position_embeddings, masks of another shape or with values other than 0 and 1 throw, naming them.
+  // output_attentions (Hugging Face's name) also returns every layer's attention weights, for looking at them.
   BertModelOutput<T> forward(const Tensor<std::int64_t, 2>& input_ids,
                              const std::optional<Tensor<std::int64_t, 2>>& attention_mask = std::nullopt,
-                             const std::optional<Tensor<std::int64_t, 2>>& token_type_ids = std::nullopt) const {
+                             const std::optional<Tensor<std::int64_t, 2>>& token_type_ids = std::nullopt,
+                             bool output_attentions = false) const {
     check_inputs("BertModel.forward", input_ids, attention_mask, token_type_ids);
     const auto mask = attention_mask ? std::optional<Tensor<bool, 2>>(*attention_mask != std::int64_t{0}) : std::nullopt;
-    auto hidden = encoder.forward(embeddings.forward(input_ids, token_type_ids), mask ? &*mask : nullptr);
-    BertModelOutput<T> out{hidden, Tensor<T, 2>{}};
+    BertModelOutput<T> out;
+    out.last_hidden_state = encoder.forward(embeddings.forward(input_ids, token_type_ids), mask ? &*mask : nullptr,
+                                            output_attentions ? &out.attentions : nullptr);
+    const auto& hidden = out.last_hidden_state;
     if (pooler) out.pooler_output = pooler->forward(hidden);
     return out;
   }

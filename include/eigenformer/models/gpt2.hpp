@@ -178,14 +178,15 @@ class GPT2Attention : public nn::Module<T> {
     m.child("resid_dropout", resid_dropout);
   }
 
-  // (B, T, C) -> (B, T, C), every token attending to itself and the tokens before it.
-  Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
+  // (B, T, C) -> (B, T, C), every token attending to itself and the tokens before it. `weights`, when
+  // given, receives the attention weights (B, NH, T, T) before dropout.
+  Tensor<T, 3> forward(const Tensor<T, 3>& x, Tensor<T, 4>* weights = nullptr) const {
     // The context only when recording: a default-constructed one allocates its tensors, which an
     // inference forward has no use for.
     std::optional<nn::FusedAttentionContext<T>> ctx;
     if (this->records_for_backward()) ctx.emplace();
     const auto merged = nn::fused_attention(c_attn.forward(x), options(this->is_training() ? attn_dropout.p() : 0.0),
-                                            {.context = ctx ? &*ctx : nullptr});  // (B, T, C)
+                                            {.weights = weights, .context = ctx ? &*ctx : nullptr});  // (B, T, C)
     if (ctx) this->save_for_backward(std::move(*ctx));
     return resid_dropout.forward(c_proj.forward(merged));
   }
@@ -276,8 +277,9 @@ class GPT2Block : public nn::Module<T> {
     m.child("mlp", mlp);
   }
 
-  Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
-    auto h = attn.forward(ln_1.forward(x));
+  // `weights`: as GPT2Attention::forward's.
+  Tensor<T, 3> forward(const Tensor<T, 3>& x, Tensor<T, 4>* weights = nullptr) const {
+    auto h = attn.forward(ln_1.forward(x), weights);
     detail::add_into(h, x);
     auto y = mlp.forward(ln_2.forward(h));
     return detail::add_into(y, h);
@@ -337,10 +339,12 @@ class GPT2Model : public nn::Module<T> {
     m.child("ln_f", ln_f);
   }
 
-  // input_ids (B, T), already checked -> last hidden state (B, T, C).
-  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids) const {
+  // input_ids (B, T), already checked -> last hidden state (B, T, C). `attentions`, when given, receives the
+  // attention weights of every block, (B, NH, T, T) each, before dropout (Hugging Face's output_attentions).
+  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids, std::vector<Tensor<T, 4>>* attentions = nullptr) const {
     auto x = drop.forward(embed(input_ids, 0));
-    for (const auto& block : h) x = block.forward(x);
+    if (attentions) attentions->assign(h.size(), Tensor<T, 4>{});
+    for (std::size_t i = 0; i < h.size(); ++i) x = h[i].forward(x, attentions ? &(*attentions)[i] : nullptr);
     return ln_f.forward(x);
   }
 
@@ -420,13 +424,16 @@ class GPT2LMHeadModel : public nn::Module<T> {
 
   // input_ids (B, T) -> logits (B, T, V). Ids must be in [0, vocab_size) and T <= n_positions; violations
   // throw std::out_of_range naming the id and where it is, or the length. A training-mode forward outside
-  // InferenceMode saves what backward needs; otherwise the model is only read.
-  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids) const {
+  // InferenceMode saves what backward needs; otherwise the model is only read. `attentions`: as
+  // GPT2Model::forward's.
+  Tensor<T, 3> forward(const Tensor<std::int64_t, 2>& input_ids, std::vector<Tensor<T, 4>>* attentions = nullptr) const {
     check_ids("GPT2LMHeadModel.forward", input_ids, 0);
-    return lm_head.forward(transformer.forward(input_ids), transformer.wte.weight.data);
+    return lm_head.forward(transformer.forward(input_ids, attentions), transformer.wte.weight.data);
   }
   // One sequence: ids (T) -> logits (1, T, V).
-  Tensor<T, 3> forward(const std::vector<std::int64_t>& ids) const { return forward(as_batch(ids)); }
+  Tensor<T, 3> forward(const std::vector<std::int64_t>& ids, std::vector<Tensor<T, 4>>* attentions = nullptr) const {
+    return forward(as_batch(ids), attentions);
+  }
 
   // Incremental inference: the new tokens (B, Tn) at positions cache.length() .. cache.length()+Tn-1 attend
   // to the cached ones and are appended to the cache. Returns the logits of every new position (B, Tn, V),
