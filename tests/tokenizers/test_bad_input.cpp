@@ -43,10 +43,14 @@ TEST_CASE("bad input: a malformed encoder.json names the file, line, column and 
                             (dir / "vocab.json").string() + ": not a regular file", tk::vocab_error);
 }
 
-TEST_CASE("bad input: a BERT vocabulary without a special token names the token") {
+TEST_CASE("bad input: a BERT vocabulary without a special token names the token; a directory is not a vocabulary") {
   CHECK_THROWS_WITH_EXACTLY(tk::BertTokenizer::from_string("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n", true, "vocab.txt"),
                             "vocab.txt: no [MASK] token (a BERT vocabulary defines [PAD], [UNK], [CLS], [SEP] and [MASK])",
                             tk::vocab_error);
+  // Reading a directory as a stream throws std::ios_base::failure on POSIX: refused first, by name.
+  eftest::ScratchDir dir;
+  CHECK_THROWS_WITH_EXACTLY(tk::BertTokenizer::from_file(dir.path()),
+                            dir.path().string() + ": is a directory, not a vocabulary file", tk::vocab_error);
 }
 
 TEST_CASE("bad input: BPE training, batching and data loading name the option") {
@@ -79,4 +83,10 @@ TEST_CASE("bad input: CharLMConfig names the first bad field; sample refuses an 
   c.batch_size = 1;
   const train::CharLMTrainer<float> trainer(c, tk::CharTokenizer::from_text("abc"));
   CHECK_THROWS_WITH_EXACTLY(trainer.sample("", 3, 1.0, 0, 1), "sample: the prompt must not be empty", std::invalid_argument);
+
+  eftest::ScratchDir dir;
+  std::filesystem::create_directory(dir / "trainer.json");
+  CHECK_THROWS_WITH_EXACTLY(train::CharLMTrainer<float>::load(dir.path()),
+                            (dir / "trainer.json").string() + ": is a directory (not a checkpoint written by --save?)",
+                            eigenformer::io::checkpoint_error);
 }
