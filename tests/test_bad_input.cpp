@@ -226,7 +226,11 @@ TEST_CASE("bad input: pictures name the picture and the option") {
   CHECK_THROWS_WITH_EXACTLY(svg::CsvLog::read(dir.path()), dir.path().string() + ": read error", svg::plot_error);
 }
 
-TEST_CASE("bad input: the sentiment trainer's helpers name the argument") {
+TEST_CASE("bad input: the sentiment trainer's helpers name the argument; a directory is not a data file") {
+  eftest::ScratchDir dir;
+  CHECK_THROWS_WITH_EXACTLY(train::read_labeled_file(dir.path()), dir.path().string() + ": is a directory, not a data file",
+                            train::data_error);
+
   const std::vector<std::int64_t> three{0, 1, 2}, two{0, 1}, bad{0, 3, 1};
   CHECK_THROWS_WITH_EXACTLY(train::confusion_matrix(three, two, 3), "confusion_matrix: y_true and y_pred differ in length",
                             std::invalid_argument);
