@@ -44,9 +44,16 @@ TEST_CASE("bad input: a malformed encoder.json names the file, line, column and 
 }
 
 TEST_CASE("bad input: a BERT vocabulary without a special token names the token; a directory is not a vocabulary") {
-  CHECK_THROWS_WITH_EXACTLY(tk::BertTokenizer::from_string("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n", true, "vocab.txt"),
-                            "vocab.txt: no [MASK] token (a BERT vocabulary defines [PAD], [UNK], [CLS], [SEP] and [MASK])",
-                            tk::vocab_error);
+  const std::vector<std::string> specials{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (const auto& missing : specials) {
+    std::string text = "the\n";
+    for (const auto& s : specials)
+      if (s != missing) text += s + "\n";
+    CHECK_THROWS_WITH_EXACTLY(tk::BertTokenizer::from_string(text, true, "vocab.txt"),
+                              "vocab.txt: no " + missing +
+                                  " token (a BERT vocabulary defines [PAD], [UNK], [CLS], [SEP] and [MASK])",
+                              tk::vocab_error);
+  }
   // Reading a directory as a stream throws std::ios_base::failure on POSIX: refused first, by name.
   eftest::ScratchDir dir;
   CHECK_THROWS_WITH_EXACTLY(tk::BertTokenizer::from_file(dir.path()),
