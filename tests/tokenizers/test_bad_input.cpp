@@ -76,19 +76,18 @@ TEST_CASE("bad input: CharLMConfig names the first bad field; sample refuses an 
     edit(c);
     return eftest::error_of<std::invalid_argument>([&] { c.validate(); });
   };
+  CHECK(error_with([](auto& c) { c.n_layer = 0; }) == "CharLMConfig: n_layer, n_head and n_embd must be positive");
+  CHECK(error_with([](auto& c) { c.n_head = 3; }) == "CharLMConfig: n_embd 128 is not divisible by n_head 3");
+  CHECK(error_with([](auto& c) { c.batch_size = 0; }) == "CharLMConfig: block_size and batch_size must be positive");
   CHECK(error_with([](auto& c) { c.dropout = 1; }) == "CharLMConfig: dropout must be in [0, 1)");
   CHECK(error_with([](auto& c) { c.min_lr = 2 * c.lr; }) == "CharLMConfig: need lr > 0 and 0 <= min_lr <= lr");
   CHECK(error_with([](auto& c) { c.warmup = c.iters; }) ==
         "CharLMConfig: need warmup >= 0 and iters > warmup (iters is also the lr decay length)");
   CHECK(error_with([](auto& c) { c.beta2 = 1; }) == "CharLMConfig: betas must be in [0, 1)");
+  CHECK(error_with([](auto& c) { c.grad_clip = -1; }) == "CharLMConfig: weight_decay and grad_clip must be >= 0");
 
-  train::CharLMConfig c;
-  c.n_layer = 1;
-  c.n_head = 1;
-  c.n_embd = 4;
-  c.block_size = 4;
-  c.batch_size = 1;
-  const train::CharLMTrainer<float> trainer(c, tk::CharTokenizer::from_text("abc"));
+  const train::CharLMTrainer<float> trainer({.n_layer = 1, .n_head = 1, .n_embd = 4, .block_size = 4, .batch_size = 1},
+                                            tk::CharTokenizer::from_text("abc"));
   CHECK_THROWS_WITH_EXACTLY(trainer.sample("", 3, 1.0, 0, 1), "sample: the prompt must not be empty", std::invalid_argument);
 
   eftest::ScratchDir dir;
