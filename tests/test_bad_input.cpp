@@ -37,9 +37,16 @@ const double k_inf = std::numeric_limits<double>::infinity();
 
 models::GPT2Config tiny_gpt2() { return {.vocab_size = 10, .n_positions = 8, .n_embd = 4, .n_layer = 1, .n_head = 2}; }
 
+// Assigned, not designated: BertConfig has members without initialisers, which -Wextra would name.
 models::BertConfig tiny_bert() {
-  return {.vocab_size = 10, .hidden_size = 4, .num_hidden_layers = 1, .num_attention_heads = 2, .intermediate_size = 8,
-          .max_position_embeddings = 8};
+  models::BertConfig c;
+  c.vocab_size = 10;
+  c.hidden_size = 4;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 8;
+  c.max_position_embeddings = 8;
+  return c;
 }
 
 // A file of `tensors` written to `dir`, opened for reading.
