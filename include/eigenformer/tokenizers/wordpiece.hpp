@@ -179,6 +179,10 @@ class BertTokenizer {
   // file (and line) when it cannot be read, is empty, holds invalid UTF-8, an empty line, a duplicate token,
   // or lacks one of [PAD], [UNK], [CLS], [SEP], [MASK].
   static BertTokenizer from_file(const std::filesystem::path& vocab_txt, bool do_lower_case = true) {
+    // A directory opens as a stream on POSIX, and reading it throws std::ios_base::failure, not vocab_error.
+    std::error_code ec;
+    if (std::filesystem::is_directory(vocab_txt, ec))
+      throw vocab_error::at(vocab_txt, 0, "is a directory, not a vocabulary file");
     std::ifstream in(vocab_txt, std::ios::binary);
     if (!in) throw vocab_error::at(vocab_txt, 0, "cannot open the vocabulary file");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -317,6 +317,10 @@ class CharLMTrainer {
   // Resumes from a directory written by save(): model, optimizer state, step, configuration and vocabulary.
   static std::unique_ptr<CharLMTrainer> load(const std::filesystem::path& dir) {
     const auto trainer_json = dir / "trainer.json";
+    // A directory opens as a stream on POSIX, and reading it throws std::ios_base::failure from the parser.
+    std::error_code ec;
+    if (std::filesystem::is_directory(trainer_json, ec))
+      throw io::checkpoint_error(trainer_json.string() + ": is a directory (not a checkpoint written by --save?)");
     std::ifstream in(trainer_json);
     if (!in) throw io::checkpoint_error(trainer_json.string() + ": cannot open (not a checkpoint written by --save?)");
     nlohmann::json j;

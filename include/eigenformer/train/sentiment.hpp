@@ -156,6 +156,9 @@ inline LabeledFile parse_labeled_text(std::string_view text, const std::string& 
 }
 
 inline LabeledFile read_labeled_file(const std::filesystem::path& path) {
+  // A directory opens as a stream on POSIX, and reading it throws std::ios_base::failure, not data_error.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw data_error(path.string() + ": is a directory, not a data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw data_error(path.string() + ": cannot open the file");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
