@@ -64,6 +64,21 @@ TEST_CASE("FeedForward: eval forwards are deterministic and drop nothing (fixtur
     check_fixture(ff.forward(x), c.at("out"), 1e-5, 1e-6, "feedforward_eval forward " + std::to_string(run));
 }
 
+// Training mode with dropout 0. Tolerance: f64_rtol / f64_atol, see support/nn_fixtures.hpp.
+TEST_CASE("FeedForward: forward and gradients match PyTorch run in float64, at double precision (fixture)") {
+  const auto& c = nn_case("feedforward_f64");
+  const auto& cfg = c.at("config");
+  nn::FeedForward<double> ff(cfg.at("dim").get<index_t>(), cfg.at("hidden").get<index_t>(),
+                             cfg.at("dropout").get<double>(), cfg.at("activation").get<std::string>());
+  load_params(ff, c);
+  ff.train();
+  const auto x = fx<double, 3>(c.at("inputs").at("x"));
+  check_fixture(ff.forward(x), c.at("out"), f64_rtol, f64_atol, "feedforward_f64 forward");
+  check_fixture(ff.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol,
+                "feedforward_f64 dx");
+  check_param_grads(ff, c, f64_rtol, f64_atol);
+}
+
 TEST_CASE("FeedForward: backward matches central finite differences (double)") {
   ef::manual_seed(11);
   for (const char* act : {"gelu", "gelu_new", "relu"}) {
