@@ -38,19 +38,12 @@ TEST_CASE("activations: forward and backward match PyTorch (fixtures, float32)")
 // Tolerance: f64_rtol / f64_atol, see support/nn_fixtures.hpp (libm's erf and tanh on both sides here).
 TEST_CASE("activations: GELU (exact, tanh) and Softmax match PyTorch run in float64, at double precision (fixtures)") {
   for (const char* name : {"gelu", "gelu_pytorch_tanh"}) {
-    const auto& c = nn_case(std::string("activation_") + name + "_f64");
     nn::Activation<double> act(name);
-    const auto x = fx<double, 3>(c.at("inputs").at("x"));
-    check_fixture(act.forward(x), c.at("out"), f64_rtol, f64_atol, c.at("name").get<std::string>() + " forward");
-    check_fixture(act.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol,
-                  c.at("name").get<std::string>() + " dx");
+    check_f64_case(act, nn_case(std::string("activation_") + name + "_f64"));
   }
   const auto& c = nn_case("softmax_dim-1_f64");
   nn::Softmax<double> sm(c.at("config").at("dim").get<index_t>());
-  check_fixture(sm.forward(fx<double, 3>(c.at("inputs").at("x"))), c.at("out"), f64_rtol, f64_atol,
-                "softmax_dim-1_f64 forward");
-  check_fixture(sm.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol,
-                "softmax_dim-1_f64 dx");
+  check_f64_case(sm, c);
 }
 
 TEST_CASE("activations: backward matches central finite differences (double)") {

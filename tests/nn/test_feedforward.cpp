@@ -70,13 +70,7 @@ TEST_CASE("FeedForward: forward and gradients match PyTorch run in float64, at d
   const auto& cfg = c.at("config");
   nn::FeedForward<double> ff(cfg.at("dim").get<index_t>(), cfg.at("hidden").get<index_t>(),
                              cfg.at("dropout").get<double>(), cfg.at("activation").get<std::string>());
-  load_params(ff, c);
-  ff.train();
-  const auto x = fx<double, 3>(c.at("inputs").at("x"));
-  check_fixture(ff.forward(x), c.at("out"), f64_rtol, f64_atol, "feedforward_f64 forward");
-  check_fixture(ff.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol,
-                "feedforward_f64 dx");
-  check_param_grads(ff, c, f64_rtol, f64_atol);
+  check_f64_case(ff, c);
 }
 
 TEST_CASE("FeedForward: backward matches central finite differences (double)") {

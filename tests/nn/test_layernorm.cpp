@@ -36,12 +36,7 @@ TEST_CASE("LayerNorm: forward and backward match PyTorch run in float64, at doub
   const auto& cfg = c.at("config");
   nn::LayerNorm<double> ln(cfg.at("normalized_shape").get<index_t>(), cfg.at("eps").get<double>(),
                            cfg.at("elementwise_affine").get<bool>());
-  load_params(ln, c);
-  const auto x = fx<double, 3>(c.at("inputs").at("x"));
-  check_fixture(ln.forward(x), c.at("out"), f64_rtol, f64_atol, "layernorm_affine_f64 forward");
-  check_fixture(ln.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol,
-                "layernorm_affine_f64 dx");
-  check_param_grads(ln, c, f64_rtol, f64_atol);
+  check_f64_case(ln, c);
 }
 
 TEST_CASE("LayerNorm: backward matches central finite differences (double)") {

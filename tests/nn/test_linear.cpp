@@ -49,13 +49,7 @@ TEST_CASE("Linear: forward and gradients match PyTorch run in float64, at double
   const auto& cfg = c.at("config");
   ef::nn::Linear<double> lin(cfg.at("in_features").get<index_t>(), cfg.at("out_features").get<index_t>(),
                              cfg.at("bias").get<bool>());
-  load_params(lin, c);
-  lin.train();
-  const auto x = fx<double, 3>(c.at("inputs").at("x"));
-  check_fixture(lin.forward(x), c.at("out"), f64_rtol, f64_atol, "linear_f64 forward");
-  check_fixture(lin.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol,
-                "linear_f64 dx");
-  check_param_grads(lin, c, f64_rtol, f64_atol);
+  check_f64_case(lin, c);
 }
 
 TEST_CASE("Linear: backward matches central finite differences (double)") {

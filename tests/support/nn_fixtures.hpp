@@ -117,4 +117,17 @@ void check_param_grads(ef::nn::Module<T>& m, const json& c, double rtol, double 
   }
 }
 
+// A float64 case against module m at double precision: loads the recorded parameters, runs forward on
+// inputs.x in training mode and backward of the probe, and checks the output, dx and every parameter gradient.
+template <class M>
+void check_f64_case(M& m, const json& c) {
+  const std::string name = c.at("name");
+  load_params(m, c);
+  m.train();
+  const auto x = fx<double, 3>(c.at("inputs").at("x"));
+  check_fixture(m.forward(x), c.at("out"), f64_rtol, f64_atol, name + " forward");
+  check_fixture(m.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol, name + " dx");
+  check_param_grads(m, c, f64_rtol, f64_atol);
+}
+
 }  // namespace eftest
