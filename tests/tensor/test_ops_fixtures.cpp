@@ -19,11 +19,12 @@
 //     order). One correctly rounded IEEE operation per element (rsqrt: two, 1 / sqrt(x) as ATen), a
 //     selection or a copy: nothing may differ, not even the sign of a zero, which is checked too.
 //   exp log tanh, float32 (5e-7, 0) [1 ulp, rel 9.7e-8]: Eigen's vectorised polynomials vs libm, last bit.
-//   pow erf sigmoid, float32 (2.5e-7, 0) [0]: libm on both sides (sigmoid is 1 / (1 + exp(-x)) with
+//   pow erf sigmoid, float32 (2.5e-7, 0) [0; sigmoid 0 in float64 too]: libm on both sides (sigmoid is 1 / (1 + exp(-x)) with
 //     libm's exp in ATen's scalar kernel and here); 2 ulps of slack for another libm.
 //   sum mean var std on full-precision inputs (var std on any), float32 (1e-6, 1e-7) [rel 2.6e-7, abs
-//     2.4e-7]: Eigen's vectorised summation order differs from ATen's, and ATen's var/std use Welford's
-//     update; the absolute part covers sums that cancel. std = sqrt(var) only halves the relative error.
+//     2.4e-7; std rel 1.1e-7, 1 ulp]: Eigen's vectorised summation order differs from ATen's, and ATen's
+//     var/std use Welford's update; the absolute part covers sums that cancel. std = sqrt(var) halves the
+//     relative error of var.
 //   softmax log_softmax, float32 (1e-6, 1e-7) [rel 3.9e-7, abs 4.8e-7 on values ~1]: exp and sum order.
 //   matmul on full-precision inputs, float32 (2e-6, 1e-6) [abs 4.8e-7, rel 1.2e-6 on a value 0.38]: GEMM
 //     blocking / FMA order; the absolute part covers entries that cancel towards 0.
