@@ -35,6 +35,17 @@ TEST_CASE("activations: forward and backward match PyTorch (fixtures, float32)")
   }
 }
 
+// Tolerance: f64_rtol / f64_atol, see support/nn_fixtures.hpp (libm's erf and tanh on both sides here).
+TEST_CASE("activations: GELU (exact, tanh) and Softmax match PyTorch run in float64, at double precision (fixtures)") {
+  for (const char* name : {"gelu", "gelu_pytorch_tanh"}) {
+    nn::Activation<double> act(name);
+    check_f64_case(act, nn_case(std::string("activation_") + name + "_f64"));
+  }
+  const auto& c = nn_case("softmax_dim-1_f64");
+  nn::Softmax<double> sm(c.at("config").at("dim").get<index_t>());
+  check_f64_case(sm, c);
+}
+
 TEST_CASE("activations: backward matches central finite differences (double)") {
   ef::manual_seed(3);
   auto x = ef::randn<double>({2, 3, 5}) * 2.0;

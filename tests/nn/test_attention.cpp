@@ -157,6 +157,15 @@ TEST_CASE_TEMPLATE("MultiHeadAttention: forward, weights and gradients match PyT
   }
 }
 
+// A float64 fixture: check_attn holds it to double precision.
+TEST_CASE("MultiHeadAttention: causal with padding matches PyTorch run in float64, at double precision (fixture)") {
+  const auto& c = attention_case("mha_fused_f64_padding_causal_train");
+  with_mha_of<double>(c, [&](auto& m) {
+    ef::Tensor<double, 4> weights;
+    run_module_case<double>(m, c, mha_forward<double>(c, &weights));
+  });
+}
+
 TEST_CASE("MultiHeadAttention: manual_seed initialisation equals the seeds' modules, both layouts (fixtures)") {
   // PyTorch's scalar kernels (the fixtures') and its AVX2 kernels (eigenformer's stream) may round the
   // nn.Linear uniform draws an ulp apart: 1e-6 relative.

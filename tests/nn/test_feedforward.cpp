@@ -64,6 +64,15 @@ TEST_CASE("FeedForward: eval forwards are deterministic and drop nothing (fixtur
     check_fixture(ff.forward(x), c.at("out"), 1e-5, 1e-6, "feedforward_eval forward " + std::to_string(run));
 }
 
+// Training mode with dropout 0. Tolerance: f64_rtol / f64_atol, see support/nn_fixtures.hpp.
+TEST_CASE("FeedForward: forward and gradients match PyTorch run in float64, at double precision (fixture)") {
+  const auto& c = nn_case("feedforward_f64");
+  const auto& cfg = c.at("config");
+  nn::FeedForward<double> ff(cfg.at("dim").get<index_t>(), cfg.at("hidden").get<index_t>(),
+                             cfg.at("dropout").get<double>(), cfg.at("activation").get<std::string>());
+  check_f64_case(ff, c);
+}
+
 TEST_CASE("FeedForward: backward matches central finite differences (double)") {
   ef::manual_seed(11);
   for (const char* act : {"gelu", "gelu_new", "relu"}) {

@@ -30,6 +30,15 @@ TEST_CASE("LayerNorm: forward and backward match PyTorch (fixtures, float32)") {
   }
 }
 
+// Tolerance: f64_rtol / f64_atol, see support/nn_fixtures.hpp.
+TEST_CASE("LayerNorm: forward and backward match PyTorch run in float64, at double precision (fixture)") {
+  const auto& c = nn_case("layernorm_affine_f64");
+  const auto& cfg = c.at("config");
+  nn::LayerNorm<double> ln(cfg.at("normalized_shape").get<index_t>(), cfg.at("eps").get<double>(),
+                           cfg.at("elementwise_affine").get<bool>());
+  check_f64_case(ln, c);
+}
+
 TEST_CASE("LayerNorm: backward matches central finite differences (double)") {
   ef::manual_seed(5);
   for (const bool affine : {true, false}) {

@@ -7,6 +7,7 @@
 #include "support/fixtures.hpp"
 #include "support/gradcheck.hpp"
 #include "support/naive.hpp"
+#include "support/nn_fixtures.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -40,6 +41,15 @@ TEST_CASE_TEMPLATE("Linear: forward is x W^T + b over the last dim, for any lead
   CHECK(names[0].name == "weight");
   CHECK(names[1].name == "bias");
   CHECK(lin.num_parameters() == 15);
+}
+
+// Tolerance: f64_rtol / f64_atol, see support/nn_fixtures.hpp.
+TEST_CASE("Linear: forward and gradients match PyTorch run in float64, at double precision (fixture)") {
+  const auto& c = nn_case("linear_f64");
+  const auto& cfg = c.at("config");
+  ef::nn::Linear<double> lin(cfg.at("in_features").get<index_t>(), cfg.at("out_features").get<index_t>(),
+                             cfg.at("bias").get<bool>());
+  check_f64_case(lin, c);
 }
 
 TEST_CASE("Linear: backward matches central finite differences (double)") {

@@ -51,6 +51,14 @@ TEST_CASE_TEMPLATE("TransformerBlock: pre-LN and post-LN match PyTorch, with dro
   }
 }
 
+// A float64 fixture (pre-LN, padding, dropout 0): check_attn holds it to double precision.
+TEST_CASE("TransformerBlock: pre-LN matches PyTorch run in float64, at double precision (fixture)") {
+  const auto& c = attention_case("block_pre_f64_padding_train");
+  auto m = block_of<double>(c);
+  ef::Tensor<double, 4> weights;
+  run_module_case<double>(m, c, block_forward<double>(c, &weights));
+}
+
 TEST_CASE("TransformerBlock: manual_seed initialisation equals the seed's block (fixture), parameter names") {
   const auto& c = attention_case("block_pre_init");
   ef::manual_seed(c.at("seed").get<std::uint64_t>());

@@ -9,6 +9,8 @@
 // (2^-23 ~ 1.2e-7), giving observed errors of ~1e-6 relative; 1e-5 keeps a 10x margin without letting a
 // wrong formula through (a wrong mask, scale or transpose is off by O(1)). The absolute floor covers entries
 // that are sums of O(1) terms cancelling to near zero, whose error is that of the terms, not of the result.
+// The float64 cases (*_f64: PyTorch run in double) are held to double precision instead, f64_rtol and
+// f64_atol (support/nn_fixtures.hpp, which says why); check_attn picks by the fixture's dtype.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +46,13 @@ std::string type_tag() {
   return std::is_same_v<T, float> ? " [float]" : " [double]";
 }
 
-// check_fixture at the attention tolerance. With EIGENFORMER_REPORT_ERRORS set it also prints the largest
+// check_fixture at the attention tolerance (double precision for a float64 fixture). With EIGENFORMER_REPORT_ERRORS set it also prints the largest
 // |expected|, so that errors can be read relative to the tensor's scale (the per-element relative error
 // of entries that cancel to near zero says little).
 template <typename T, std::size_t R>
 void check_attn(const ef::Tensor<T, R>& actual, const json& expected, const std::string& what) {
-  check_fixture(actual, expected, attn_rtol, attn_atol, what);
+  const bool f64 = expected.at("dtype") == "float64";
+  check_fixture(actual, expected, f64 ? f64_rtol : attn_rtol, f64 ? f64_atol : attn_atol, what);
   if (std::getenv("EIGENFORMER_REPORT_ERRORS")) {
     double m = 0;
     for (const double e : values_of(expected))

@@ -14,6 +14,17 @@
 
 namespace eftest {
 
+// The float64 fixtures (cases named *_f64: PyTorch run in double on inputs and parameters that no float32
+// equals) against the double layers. Both sides compute the same formulas in double; GEMM sums run in another
+// order and exp/erf/tanh come from other implementations, each step within a few double ulps (2^-52 ~
+// 2.2e-16), a forward plus backward chaining some ten of them: measured at most 1.3e-15 absolute and 3.8e-14
+// relative (entries >= 1e-3; 3.1e-13 on one Linear weight gradient of 3e-3 that cancels, which the absolute
+// floor holds). 1e-12 relative and 1e-13 absolute leave a margin of 25x and more, yet a layer that computes
+// any step (or rounds any constant) in float is off by ~1e-8 and fails. The absolute floor covers entries
+// that cancel to near 0 from O(1) summands.
+inline constexpr double f64_rtol = 1e-12;
+inline constexpr double f64_atol = 1e-13;
+
 inline const json& nn_case(const std::string& name) {
   static const json file = load_fixture("nn_layers.json");
   for (const auto& c : file.at("cases"))
@@ -106,6 +117,19 @@ void check_param_grads(ef::nn::Module<T>& m, const json& c, double rtol, double 
     flat["shape"] = std::vector<index_t>{p.grad().numel()};
     check_fixture(p.grad(), flat, rtol, atol, c.at("name").get<std::string>() + " d" + p.name);
   }
+}
+
+// A float64 case against module m at double precision: loads the recorded parameters, runs forward on
+// inputs.x in training mode and backward of the probe, and checks the output, dx and every parameter gradient.
+template <class M>
+void check_f64_case(M& m, const json& c) {
+  const std::string name = c.at("name");
+  load_params(m, c);
+  m.train();
+  const auto x = fx<double, 3>(c.at("inputs").at("x"));
+  check_fixture(m.forward(x), c.at("out"), f64_rtol, f64_atol, name + " forward");
+  check_fixture(m.backward(fx<double, 3>(c.at("probe"))), c.at("grads").at("x"), f64_rtol, f64_atol, name + " dx");
+  check_param_grads(m, c, f64_rtol, f64_atol);
 }
 
 }  // namespace eftest

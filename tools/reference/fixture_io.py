@@ -46,6 +46,12 @@ def enc(t):
     return {"dtype": names[t.dtype], "shape": list(t.shape), "data": [fval(v, t.dtype) for v in flat]}
 
 
+def q4(t):
+    """Rounded to 4 decimals in the tensor's own dtype: short in JSON, and exactly the value computed with
+    (a float64 tensor holds the double nearest to each decimal, which is what a C++ double parses)."""
+    return torch.from_numpy(np.round(t.detach().double().numpy(), 4)).to(t.dtype)
+
+
 def jnum(v):
     return fval(v, torch.float64) if isinstance(v, float) else v
 

@@ -39,17 +39,20 @@ import sys
 
 os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# float32 matrix products go through Debian's BLAS (OpenBLAS), whose kernels for the CPU at hand round some
+# sums differently (SkylakeX vs Haswell); the committed file was written with the Haswell kernels.
+os.environ["OPENBLAS_CORETYPE"] = "Haswell"
 
 import math  # noqa: E402
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from fixture_io import FORMAT, VERSION, data_gen, enc, fval, jnum, output_dir, write_budgeted, write_fixture  # noqa: E402,F401
+from fixture_io import FORMAT, VERSION, data_gen, enc, fval, jnum, output_dir, q4, write_budgeted, write_fixture  # noqa: E402,F401
 
 F32 = torch.float32
+F64 = torch.float64
 INF = math.inf
 B, T, C, NH = 2, 5, 12, 3
 
@@ -58,13 +61,8 @@ B, T, C, NH = 2, 5, 12, 3
 # Inputs rounded to 4 decimals (fixture_io.py does the encoding)
 # ---------------------------------------------------------------------------
 
-def q4(t):
-    """Rounded to 4 decimals (as float32): short in JSON, and exactly the value computed with."""
-    return torch.from_numpy(np.round(t.detach().double().numpy(), 4)).to(t.dtype)
-
-
-def randn(shape, seed, scale=1.0):
-    return q4(torch.randn(shape, generator=data_gen(seed)) * scale)
+def randn(shape, seed, scale=1.0, dtype=F32):
+    return q4(torch.randn(shape, generator=data_gen(seed), dtype=dtype) * scale)
 
 
 def requantize(module):
@@ -304,7 +302,7 @@ def run_module(name, layer, config, seed, build, inputs, train, forward_seed=Non
             weights = module.attn.weights
         case["weights"] = enc(weights)
     if train:
-        probe = randn(out.shape, probe_seed)
+        probe = randn(out.shape, probe_seed, dtype=out.dtype)
         (out * probe).sum().backward()
         grads = {k: enc(v.grad) for k, v in args.items() if v.dtype.is_floating_point}
         for k, p in module.named_parameters():
@@ -451,10 +449,41 @@ def block_cases():
     return cases
 
 
+def float64_cases():
+    """Multi-head attention and a pre-LN block run by PyTorch in float64, for the double layers at double
+    precision (the float32 cases above only check double against float32 rounding). Small sizes (dim 6 / 4,
+    3 tokens) keep them a few KB. Inputs, probes and parameters are rounded to 4 decimals in double (the
+    doubles nearest those decimals, which no float32 equals), so computing in float anywhere shows up as
+    errors of ~1e-8 instead of ~1e-16. Dropout 0: no mask stream to match."""
+    cases = []
+    x = randn((B, 3, 6), 1001, dtype=F64)
+    pad = PAD_MASK[:, :3].clone()
+    pad[0, 2] = False
+    cfg = {"dim": 6, "heads": 2, "layout": "fused", "attn_dropout": 0.0, "out_dropout": 0.0, "causal": True,
+           "masked_value": jnum(-INF)}
+    cases.append(run_module("mha_fused_f64_padding_causal_train", "mha", cfg, 61,
+                            lambda: MultiHeadSelfAttention(6, 2, 0.0, 0.0, True).double(), {"x": x, "mask": pad},
+                            True, None, 1011))
+    x = randn((B, 3, 4), 1002, dtype=F64)
+    cfg = {"dim": 4, "heads": 2, "ff_dim": 8, "dropout": 0.0, "norm": "pre", "causal": False, "layer_norm_eps": 1e-5}
+
+    def block():
+        m = TransformerBlock(4, 2, 8, 0.0).double()
+        g = data_gen(1003)
+        with torch.no_grad():  # LayerNorm away from weight 1, bias 0 (rounded with the rest in run_module)
+            for ln in (m.norm1, m.norm2):
+                ln.weight.copy_(1.0 + 0.3 * torch.randn(ln.weight.shape, generator=g, dtype=F64))
+                ln.bias.copy_(0.3 * torch.randn(ln.bias.shape, generator=g, dtype=F64))
+        return m
+    cases.append(run_module("block_pre_f64_padding_train", "transformer_block", cfg, 62, block,
+                            {"x": x, "mask": pad}, True, None, 1012))
+    return cases
+
+
 def main(argv=None):
     out_dir = output_dir(__doc__, argv)
     torch.set_num_threads(1)
-    cases = sdpa_cases() + self_attention_cases() + mha_cases() + block_cases()
+    cases = sdpa_cases() + self_attention_cases() + mha_cases() + block_cases() + float64_cases()
     write_budgeted(out_dir, "nn_attention.json", cases, 300_000)
     return 0
 

@@ -116,8 +116,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from fixture_io import data_gen, enc, output_dir, write_budgeted  # noqa: E402
-from make_attention_fixtures import q4  # noqa: E402
+from fixture_io import data_gen, enc, output_dir, q4, write_budgeted  # noqa: E402
 from make_safetensors_fixtures import ALIGNMENT_ORDER, TORCH_DTYPE, file_bytes, raw_bytes, write  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers"))

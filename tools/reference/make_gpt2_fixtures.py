@@ -34,8 +34,8 @@ On a tiny config (vocab 61, n_positions 16, n_embd 12, n_layer 2, n_head 3) it r
                 NewGELUActivation(), the tied lm_head as a bias-free Linear): what `std::cout << model` prints.
 
 Design notes:
-  * ATEN_CPU_CAPABILITY=default and one thread, as make_attention_fixtures.py (whose encoding helpers are
-    reused), so the bytes do not depend on the CPU.
+  * ATEN_CPU_CAPABILITY=default and one thread, as make_attention_fixtures.py (whose encoding helpers, now in
+    fixture_io.py, are reused), so the bytes do not depend on the CPU.
   * torch.multinomial(probs, 1) on CPU (torch 1.13 without MKL, Debian's build) is argmax(probs / E) with
     E = exponential_(1) drawn per element in row-major order as -log(1 - u), u a 53-bit double uniform. The
     script checks that emulation against torch.multinomial on every sampling step it records, so the C++
@@ -56,8 +56,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from fixture_io import data_gen, enc, output_dir, write_budgeted  # noqa: E402
-from make_attention_fixtures import q4  # noqa: E402
+from fixture_io import data_gen, enc, output_dir, q4, write_budgeted  # noqa: E402
 
 CONFIG = {"vocab_size": 61, "n_positions": 16, "n_embd": 12, "n_layer": 2, "n_head": 3,
           "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
