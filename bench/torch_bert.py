@@ -113,11 +113,16 @@ def model():
     return BertModel(BASE).eval()
 
 
-def run(threads, min_time):
+def run(threads, min_time, only=None):
     torch.set_num_threads(threads)
     m = model()
+    names = [f"{name}/{b}/{t}/{threads}" for name, b, t, _ in CASES]
+    if only and only not in names:
+        sys.exit(f"torch_bert.py: no case {only} at {threads} threads (the cases: {', '.join(names)})")
     with torch.inference_mode():
         for name, b, t, padded in CASES:
+            if only and f"{name}/{b}/{t}/{threads}" != only:
+                continue
             ids, mask = inputs(b, t, padded)
             r = tb.Timer(stmt="m(ids, mask)", globals={"m": m, "ids": ids, "mask": mask},
                          num_threads=threads).blocked_autorange(min_run_time=min_time)
@@ -137,14 +142,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=None, help="ignored: every case names its own thread count")
     ap.add_argument("--min-time", type=float, default=3.0)
-    ap.add_argument("--only-threads", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--only-threads", type=int, default=None,
+                    help="run in this process at this thread count (start it with OMP_NUM_THREADS set to it)")
+    ap.add_argument("--only", metavar="NAME", help="with --only-threads: this case alone (BM_bert_forward/8/128/2)")
     ap.add_argument("--export-onnx", metavar="PATH")
     args = ap.parse_args()
     if args.export_onnx:
         export_onnx(args.export_onnx)
         return
     if args.only_threads:
-        run(args.only_threads, args.min_time)
+        run(args.only_threads, args.min_time, args.only)
         return
     for n in THREAD_COUNTS:
         env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
