@@ -15,6 +15,7 @@ loaded and not counted). MB = 10^6 bytes. Exit status 0, 1 when a run fails, 2 f
 import argparse
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def weight_bytes(path):
         header = json.loads(f.read(n))
     total = 0
     for name, info in header.items():
-        if name == "__metadata__" or name.endswith(("attn.bias", "attn.masked_bias")):
+        if name == "__metadata__" or re.search(r"(^|\.)attn\.(bias|masked_bias)$", name):
             continue
         begin, end = info["data_offsets"]
         total += end - begin

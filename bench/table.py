@@ -256,7 +256,7 @@ def main():
                     help="where the exported ONNX files are kept (written when missing)")
     ap.add_argument("--openblas-env", default=os.path.join(ROOT, "..", "shared", "tools", "openblas-env.sh"),
                     help="script printing OpenBLAS's best-kernel environment for PyTorch ('' for none)")
-    ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 2, --quick 0.2)")
+    ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1, --quick 0.2)")
     ap.add_argument("--json", metavar="FILE", help="also write every round's numbers here")
     args = ap.parse_args()
     try:
@@ -273,7 +273,7 @@ def run(args):
     if args.quick:
         args.rounds = 1
     if args.min_time is None:
-        args.min_time = 0.2 if args.quick else 2.0
+        args.min_time = 0.2 if args.quick else 1.0
     if args.rounds < 1 or args.min_time <= 0:
         raise Usage("--rounds must be >= 1 and --min-time > 0")
     chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -324,7 +324,9 @@ def run(args):
             todo = jobs.of(w)
             shift = r % len(todo)
             for side, n, job in todo[shift:] + todo[:shift]:
+                t0 = time.monotonic()
                 results, peak = job()
+                took = time.monotonic() - t0
                 rss[w][side] = max(rss[w].get(side, 0), peak)
                 if w == GEMM:
                     for name, t in results.items():
@@ -334,7 +336,7 @@ def run(args):
                     t = next(iter(results.values())) / WORKLOADS[w][6]
                     samples[w].setdefault((side, n), []).append(t)
                     got = f"{ms(t)} ms"
-                print(f"round {r + 1}/{args.rounds} {w} {side}{f' {n}t' if n else ''}: {got}, peak RSS {mb(peak)} MB",
+                print(f"round {r + 1}/{args.rounds} {w} {side}{f' {n}t' if n else ''}: {got}, peak RSS {mb(peak)} MB ({took:.0f} s)",
                       file=sys.stderr, flush=True)
         load.append(os.getloadavg()[0])
 
@@ -357,8 +359,8 @@ def run(args):
     print(f"eigenformer: {info['compiler']}, {info['cxx_flags']}; products by {info['gemm']}")
     print(f"PyTorch {versions(torch_env)} + OpenBLAS ({' '.join(f'{k}={v}' for k, v in torch_env.items()) or 'its detected kernel'})"
           + (f"; onnxruntime-node {ort_version(args.ort_dir)}, all graph optimisations" if ort else ""))
-    print(f"Median of the rounds, wall-clock ms (decode: ms per token; SGEMM: ms per product, M x N x K); ratios: "
-          f"their best / our best, > 1 = eigenformer faster")
+    print("Median of the rounds, wall-clock ms (decode: ms per token; SGEMM: ms per product, M x N x K); ratios: "
+          "their best / our best, > 1 = eigenformer faster")
     print()
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

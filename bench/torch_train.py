@@ -17,7 +17,6 @@ set to it (OpenBLAS sizes its pool when it loads).
 """
 import argparse
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,9 +27,9 @@ import torch  # noqa: E402
 import torch.utils.benchmark as tb  # noqa: E402
 
 import torch_char_gpt  # noqa: E402
+import twin_threads  # noqa: E402
 import train_sentiment_twin  # noqa: E402
 
-THREAD_COUNTS = (1, 2)
 
 
 def char_gpt_step():
@@ -72,8 +71,7 @@ CASES = {"BM_char_gpt_train_step": char_gpt_step, "BM_seed_classifier_train_step
 def run(threads, min_time, only):
     torch.set_num_threads(threads)
     names = [f"{name}/{threads}" for name in CASES]
-    if only and only not in names:
-        sys.exit(f"torch_train.py: no case {only} at {threads} threads (the cases: {', '.join(names)})")
+    twin_threads.check_only("torch_train.py", only, names, threads)
     for name, make in CASES.items():
         if only and f"{name}/{threads}" != only:
             continue
@@ -85,19 +83,13 @@ def run(threads, min_time, only):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=None, help="ignored: every case names its own thread count")
+    twin_threads.add_arguments(ap, "BM_char_gpt_train_step/2")
     ap.add_argument("--min-time", type=float, default=2.0)
-    ap.add_argument("--only-threads", type=int, default=None,
-                    help="run in this process at this thread count (start it with OMP_NUM_THREADS set to it)")
-    ap.add_argument("--only", metavar="NAME", help="with --only-threads: this case alone")
     args = ap.parse_args()
     if args.only_threads:
         run(args.only_threads, args.min_time, args.only)
         return
-    for n in THREAD_COUNTS:
-        env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--only-threads", str(n), "--min-time",
-                        str(args.min_time)], env=env, check=True)
+    twin_threads.run_each_thread_count(__file__, args.min_time)
 
 
 if __name__ == "__main__":
