@@ -211,11 +211,11 @@ def mb(b):
     return f"{b / 1e6:.0f}" if b else "-"
 
 
-def gemm_rows(results, rss):
-    """One row per product shape, from bench_gemm's BM_gemm/<shape>/<n> and torch_gemm.py's (OpenBLAS on n)."""
-    ours, theirs = results.get("ours", {}), results.get("torch", {})
+def gemm_rows(samples, rss, rounds):
+    """One row per product shape, from bench_gemm's BM_gemm/<shape>/<n> and torch_gemm.py's (OpenBLAS on n);
+    `samples` is {side: {name: [seconds per round]}}."""
     shapes = []
-    for name in ours:
+    for name in samples.get("ours", {}):
         m = re.match(r"BM_gemm/(.+)/[12]$", name)
         if m and m.group(1) not in shapes:
             shapes.append(m.group(1))
@@ -223,10 +223,11 @@ def gemm_rows(results, rss):
     for s in shapes:
         mnk = re.search(r"_(\d+)x(\d+)x(\d+)_(\w+)$", s)
         label = f"SGEMM {s[:mnk.start()]} {mnk.group(1)}x{mnk.group(2)}x{mnk.group(3)} {mnk.group(4)}" if mnk else s
-        rows.append((label, [ours.get(f"BM_gemm/{s}/1"), ours.get(f"BM_gemm/{s}/2"), theirs.get(f"BM_gemm/{s}/1"),
-                             theirs.get(f"BM_gemm/{s}/2"), None], None))
+        per_job = {(side, n): samples.get(side, {}).get(f"BM_gemm/{s}/{n}", []) for side in ("ours", "torch") for n in (1, 2)}
+        times = [median_of(per_job[k]) for k in (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2))] + [None]
+        rows.append((label, times, None, round_ratios(per_job, rounds)))
     if rows:
-        rows[0] = (rows[0][0], rows[0][1], rss)  # one process per side did every shape: its peak, once
+        rows[0] = (*rows[0][:2], rss, rows[0][3])  # one process per side did every shape: its peak, once
     return rows
 
 
@@ -258,7 +259,16 @@ def main():
                     help="script printing OpenBLAS's best-kernel environment for PyTorch ('' for none)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1, --quick 0.2)")
     ap.add_argument("--json", metavar="FILE", help="also write every round's numbers here")
+    ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json, running nothing")
     args = ap.parse_args()
+    if args.from_json:
+        try:
+            with open(args.from_json) as f:
+                render(json.load(f))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"table.py: --from-json {args.from_json}: {e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         return run(args)
     except Usage as e:
@@ -340,52 +350,62 @@ def run(args):
                       file=sys.stderr, flush=True)
         load.append(os.getloadavg()[0])
 
-    rows, per_round = [], {}
-    for w in chosen:
-        if w == GEMM:
-            med = {side: {name: median_of(ts) for name, ts in names.items()} for side, names in gemm_samples.items()}
-            rows += gemm_rows(med, rss[w])
-            continue
-        s = samples[w]
-        rows.append((WORKLOADS[w][0], [median_of(s.get(k)) for k in
-                                       (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2), ("ort", 2))], rss[w]))
-        per_round[WORKLOADS[w][0]] = round_ratios(s, args.rounds)
+    if args.ort_dir and any(WORKLOADS[w][4] is None and w != GEMM for w in chosen):
+        notes.append("ORT: inference only; no decode figure (the exported GPT-2 graph has no KV-cache inputs).")
+    if GEMM in chosen:
+        notes.append("SGEMM: PyTorch's columns are torch.mm with torch on 1 thread and OpenBLAS on 1 / 2; each side's "
+                     "shapes ran in one process, whose peak RSS is on the first row.")
+    header = [f"Machine: {info['cpu']} ({info['simd']}, {info['cores']} vCPUs), {platform.system()} {platform.release()}; "
+              f"{started}, {args.rounds} round(s), load average {min(load):.1f}-{max(load):.1f}",
+              f"eigenformer: {info['compiler']}, {info['cxx_flags']}; products by {info['gemm']}",
+              f"PyTorch {versions(torch_env)} + OpenBLAS "
+              f"({' '.join(f'{k}={v}' for k, v in torch_env.items()) or 'its detected kernel'})"
+              + (f"; onnxruntime-node {ort_version(args.ort_dir)}, all graph optimisations" if args.ort_dir else "")]
+    record = {"header": header, "notes": notes, "workloads": chosen, "rounds": args.rounds, "ort": bool(args.ort_dir),
+              "machine": info, "load": load,
+              "samples": {w: {f"{side}/{n}": ts for (side, n), ts in s.items()} for w, s in samples.items()},
+              "gemm": gemm_samples, "rss": rss}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
+    render(record)
+    return 0
 
-    ort = bool(args.ort_dir)
+
+def render(record):
+    """Prints the machine, the flags and the markdown table of a run (what --json saved)."""
+    rounds, ort = record["rounds"], record["ort"]
+    rows = []
+    for w in record["workloads"]:
+        rss = record["rss"].get(w, {})
+        if w == GEMM:
+            rows += gemm_rows(record["gemm"], rss, rounds)
+            continue
+        s = {(k.split("/")[0], int(k.split("/")[1])): ts for k, ts in record["samples"][w].items()}
+        rows.append((WORKLOADS[w][0], [median_of(s.get(k)) for k in
+                                       (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2), ("ort", 2))], rss,
+                     round_ratios(s, rounds)))
     head = ["workload", "eigenformer 1t", "eigenformer 2t", "PyTorch 1t", "PyTorch 2t"] + (["ORT 2t"] if ort else []) + \
-           ["best vs PyTorch best", "per round"] + (["vs ORT"] if ort else []) + ["peak RSS MB: ours / PyTorch" + (" / ORT" if ort else "")]
-    print(f"Machine: {info['cpu']} ({info['simd']}, {info['cores']} vCPUs), {platform.system()} {platform.release()}; "
-          f"{started}, {args.rounds} round(s), load average {min(load):.1f}-{max(load):.1f}")
-    print(f"eigenformer: {info['compiler']}, {info['cxx_flags']}; products by {info['gemm']}")
-    print(f"PyTorch {versions(torch_env)} + OpenBLAS ({' '.join(f'{k}={v}' for k, v in torch_env.items()) or 'its detected kernel'})"
-          + (f"; onnxruntime-node {ort_version(args.ort_dir)}, all graph optimisations" if ort else ""))
+           ["best vs PyTorch best", "per round"] + (["vs ORT"] if ort else []) + \
+           ["peak RSS MB: ours / PyTorch" + (" / ORT" if ort else "")]
+    for line in record["header"]:
+        print(line)
     print("Median of the rounds, wall-clock ms (decode: ms per token; SGEMM: ms per product, M x N x K); ratios: "
           "their best / our best, > 1 = eigenformer faster")
     print()
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for label, t, peak in rows:
+    for label, t, peak, rounds_text in rows:
         best_ours = min((x for x in t[:2] if x), default=None)
         best_torch = min((x for x in t[2:4] if x), default=None)
-        cells = [label] + [ms(x) for x in t[:4]] + ([ms(t[4])] if ort else []) + [ratio(best_torch, best_ours), per_round.get(label, "")] + \
-                ([ratio(t[4], best_ours)] if ort else [])
+        cells = [label] + [ms(x) for x in t[:4]] + ([ms(t[4])] if ort else []) + \
+                [ratio(best_torch, best_ours), rounds_text] + ([ratio(t[4], best_ours)] if ort else [])
         mem = [mb(peak.get("ours")), mb(peak.get("torch"))] + ([mb(peak.get("ort"))] if ort else []) if peak else []
         cells.append(" / ".join(mem) if mem else "")
         print("| " + " | ".join(cells) + " |")
     print()
-    if ort and any(WORKLOADS[w][4] is None and w != GEMM for w in chosen):
-        notes.append("ORT: inference only; no decode figure (the exported GPT-2 graph has no KV-cache inputs).")
-    if GEMM in chosen:
-        notes.append("SGEMM: PyTorch's columns are torch.mm with torch on 1 thread and OpenBLAS on 1 / 2; each side's "
-                     "shapes ran in one process, whose peak RSS is on the first row.")
-    for n in notes:
+    for n in record["notes"]:
         print(f"Note: {n}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": info, "started": started, "rounds": args.rounds, "load": load,
-                       "samples": {w: {f"{side}/{n}": ts for (side, n), ts in s.items()} for w, s in samples.items()},
-                       "gemm": gemm_samples, "rss": rss}, f, indent=1)
-    return 0
 
 
 if __name__ == "__main__":
