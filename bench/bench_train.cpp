@@ -18,19 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "threads.hpp"
+
 namespace ef = eigenformer;
 
 namespace {
 
-// Sets the thread count for one benchmark and restores the process setting after it.
-struct Threads {
-  int saved = ef::get_num_threads();
-  explicit Threads(std::int64_t n) { ef::set_num_threads(static_cast<int>(n)); }
-  ~Threads() { ef::set_num_threads(saved); }
-};
-
 void BM_char_gpt_train_step(benchmark::State& state) {
-  const Threads threads(state.range(0));
+  const bench::Threads threads(state.range(0));
   // Tiny Shakespeare has 65 distinct characters: the same vocabulary size, so the same LM head.
   std::string alphabet;
   for (char c = ' '; alphabet.size() < 65; ++c) alphabet += c;
@@ -45,7 +40,7 @@ void BM_char_gpt_train_step(benchmark::State& state) {
 BENCHMARK(BM_char_gpt_train_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_seed_classifier_train_step(benchmark::State& state) {
-  const Threads threads(state.range(0));
+  const bench::Threads threads(state.range(0));
   constexpr std::int64_t batch = 16, tokens = 128, vocab = 50260, pad = 50257;  // GPT-2's ids + [PAD] [CLS] [SEP]
   ef::models::BertConfig c;
   c.vocab_size = vocab;
