@@ -144,10 +144,7 @@ def main():
     if args.export_onnx:
         export_onnx(args.export_onnx)
         return
-    if args.only_threads:
-        run(args.only_threads, args.min_time, args.only)
-        return
-    twin_threads.run_each_thread_count(__file__, args.min_time)
+    twin_threads.dispatch(args, __file__, run)
 
 
 if __name__ == "__main__":

@@ -86,10 +86,7 @@ def main():
     twin_threads.add_arguments(ap, "BM_char_gpt_train_step/2")
     ap.add_argument("--min-time", type=float, default=2.0)
     args = ap.parse_args()
-    if args.only_threads:
-        run(args.only_threads, args.min_time, args.only)
-        return
-    twin_threads.run_each_thread_count(__file__, args.min_time)
+    twin_threads.dispatch(args, __file__, run)
 
 
 if __name__ == "__main__":

@@ -28,3 +28,11 @@ def run_each_thread_count(script, min_time):
 def check_only(script, only, names, threads):
     if only and only not in names:
         sys.exit(f"{script}: no case {only} at {threads} threads (the cases: {', '.join(names)})")
+
+
+def dispatch(args, script, run):
+    """With --only-threads N: run(N, min_time, only) in this process; else every count in a process of its own."""
+    if args.only_threads:
+        run(args.only_threads, args.min_time, args.only)
+    else:
+        run_each_thread_count(script, args.min_time)
