@@ -2,7 +2,7 @@
 """PyTorch twin of bench/bench_gpt2.cpp: GPT-2 small (124M, fp32) inference under the same BM_ names.
 
 The model is the plain-torch GPT-2 of tools/reference/make_gpt2_fixtures.py (Hugging Face's computation) at
-GPT-2 small's size with random weights, in eval mode under torch.no_grad(). Prints `name<TAB>median_seconds`
+GPT-2 small's size with random weights (its init_weights, eigenformer's rule), in eval mode under torch.no_grad(). Prints `name<TAB>median_seconds`
 (torch.utils.benchmark).
 
   /usr/bin/python3 bench/torch_gpt2.py [--threads N] [--only NAME]     # NAME: one case, e.g. BM_gpt2_forward/512
@@ -19,7 +19,7 @@ import torch
 import torch.utils.benchmark as tb
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "reference"))
-from make_gpt2_fixtures import GPT2LMHeadModel  # noqa: E402
+from make_gpt2_fixtures import GPT2LMHeadModel, init_weights  # noqa: E402
 
 SMALL = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
          "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
@@ -31,8 +31,12 @@ def token_ids(t):
 
 
 def model():
+    """Random weights drawn as bench_gpt2.cpp's model draws them (the module alone starts with zero Conv1D weights,
+    which an ONNX export would store once for all twelve layers)."""
+    m = GPT2LMHeadModel(SMALL)
     torch.manual_seed(0)
-    return GPT2LMHeadModel(SMALL).eval()
+    init_weights(m, SMALL)
+    return m.eval()
 
 
 def greedy(m, first, past, n):
