@@ -20,6 +20,8 @@
 #include <new>
 #include <random>
 
+#include "threads.hpp"
+
 namespace {
 std::atomic<std::int64_t> g_allocations{0};
 
@@ -59,13 +61,6 @@ namespace ef = eigenformer;
 
 namespace {
 
-// Sets the thread count for one benchmark and restores the process setting after it.
-struct Threads {
-  int saved = ef::get_num_threads();
-  explicit Threads(std::int64_t n) { ef::set_num_threads(static_cast<int>(n)); }
-  ~Threads() { ef::set_num_threads(saved); }
-};
-
 ef::models::BertModel<float>& bert_base() {
   static ef::models::BertModel<float> model = [] {
     ef::manual_seed(0);
@@ -96,7 +91,7 @@ ef::Tensor<std::int64_t, 2> attention_mask(ef::index_t b, ef::index_t t, bool pa
 }
 
 void run_forward(benchmark::State& state, bool padded) {
-  const Threads threads(state.range(2));
+  const bench::Threads threads(state.range(2));
   const ef::InferenceMode inference;
   auto& model = bert_base();
   const ef::index_t b = state.range(0), t = state.range(1);

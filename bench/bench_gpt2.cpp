@@ -1,8 +1,10 @@
 // GPT-2 small (124M, fp32) inference, the workloads of ROADMAP item 6, with a PyTorch twin under the same
 // names in bench/torch_gpt2.py (run both with bench/compare.py). Weights are random: speed does not depend
 // on their values, and no checkpoint is needed.
-//   BM_gpt2_forward/128   one 128-token sequence through the whole model (logits for every position)
-//   BM_gpt2_decode_step   one new token with a KV cache already holding 128 tokens
+//   BM_gpt2_forward/<t>         one t-token sequence (128, 512) through the whole model (logits for every position)
+//   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
+//   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
+//                               time of an iteration is n tokens' worth, so ms/token = time / n
 //
 // Counters: `allocs` is the number of global operator new calls per iteration (this binary replaces the
 // global operator new to count them), measured after warm-up. The goal for a decode step is 0: a server
@@ -14,6 +16,7 @@
 // OMP_NUM_THREADS for PyTorch; pass EIGENFORMER_NUM_THREADS=N along for the same count here).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -84,7 +87,7 @@ void BM_gpt2_forward(benchmark::State& state) {
   state.counters["allocs"] = benchmark::Counter(static_cast<double>(g_allocations.load() - before),
                                                 benchmark::Counter::kAvgIterations);
 }
-BENCHMARK(BM_gpt2_forward)->Arg(128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 
 void BM_gpt2_decode_step(benchmark::State& state) {
   auto& model = gpt2_small();
@@ -109,5 +112,41 @@ void BM_gpt2_decode_step(benchmark::State& state) {
   state.counters["allocs"] = benchmark::Counter(static_cast<double>(counted), benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_gpt2_decode_step)->Unit(benchmark::kMillisecond);
+
+// Generation as a user sees it: each step feeds the argmax of the previous step's last logits (the lowest id
+// among equal maxima, as torch.argmax), so the loop includes reading the logits back.
+std::int64_t argmax_last(const ef::Tensor<float, 3>& logits) {  // (1, 1, V)
+  const float* row = logits.data();
+  return std::max_element(row, row + logits.shape()[2]) - row;
+}
+
+void BM_gpt2_greedy_decode(benchmark::State& state) {
+  auto& model = gpt2_small();
+  const ef::index_t n = state.range(0);
+  auto cache = model.make_cache(1, 128 + n);
+  const auto prompt = token_ids(128);
+  auto next = token_ids(1);
+  auto prefill = [&] {
+    cache.reset();
+    next(0, 0) = argmax_last(model.forward(prompt, cache, ef::models::LogitsFor::last));
+  };
+  auto greedy = [&] {
+    for (ef::index_t i = 0; i < n; ++i) next(0, 0) = argmax_last(model.forward(next, cache, ef::models::LogitsFor::last));
+  };
+  prefill();  // warm-up
+  greedy();
+  std::int64_t counted = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    prefill();
+    state.ResumeTiming();
+    const auto before = g_allocations.load(std::memory_order_relaxed);
+    greedy();
+    counted += g_allocations.load(std::memory_order_relaxed) - before;
+  }
+  state.counters["allocs/token"] = benchmark::Counter(static_cast<double>(counted) / static_cast<double>(n),
+                                                      benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_gpt2_greedy_decode)->Arg(32)->Unit(benchmark::kMillisecond);
 
 }  // namespace

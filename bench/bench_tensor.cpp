@@ -10,20 +10,15 @@
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
 
+#include "threads.hpp"
+
 namespace ef = eigenformer;
 
 namespace {
 
-// Sets the thread count for one benchmark and restores the process setting after it.
-struct Threads {
-  int saved = ef::get_num_threads();
-  explicit Threads(std::int64_t n) { ef::set_num_threads(static_cast<int>(n)); }
-  ~Threads() { ef::set_num_threads(saved); }
-};
-
 // x (T, C) @ W^T with W stored (out, in) as nn.Linear does: the transposed operand is read in place.
 void BM_linear_matmul(benchmark::State& state) {
-  const Threads threads(state.range(1));
+  const bench::Threads threads(state.range(1));
   const ef::index_t T = 128, in = 768, out = state.range(0);
   ef::manual_seed(0);
   const auto x = ef::randn({T, in});
@@ -40,7 +35,7 @@ BENCHMARK(BM_linear_matmul)
 // GPT-2's MLP up-projection, act(x W^T + b) with the tanh GELU: bias and activation fused into the product
 // (backend::gemm's epilogue), against PyTorch's linear then gelu.
 void BM_linear_bias_gelu(benchmark::State& state) {
-  const Threads threads(state.range(1));
+  const bench::Threads threads(state.range(1));
   const ef::index_t T = 128, in = 768, out = state.range(0);
   ef::manual_seed(0);
   const auto x = ef::randn({T, in});
@@ -53,7 +48,7 @@ BENCHMARK(BM_linear_bias_gelu)->ArgsProduct({{3072}, {1, 2}})->Unit(benchmark::k
 
 // One decode step's projection: a single token's row through the fused qkv weight (a matrix-vector product).
 void BM_decode_linear(benchmark::State& state) {
-  const Threads threads(state.range(1));
+  const bench::Threads threads(state.range(1));
   const ef::index_t in = 768, out = state.range(0);
   ef::manual_seed(0);
   const auto x = ef::randn({1, in});
@@ -64,7 +59,7 @@ BENCHMARK(BM_decode_linear)->ArgsProduct({{2304}, {1, 2}})->Unit(benchmark::kMic
 
 // Attention scores q @ k^T for (B=1, NH, T, HS).
 void BM_attention_scores(benchmark::State& state) {
-  const Threads threads(state.range(0));
+  const bench::Threads threads(state.range(0));
   ef::manual_seed(0);
   const auto q = ef::randn({1, 12, 128, 64});
   const auto k = ef::randn({1, 12, 128, 64});
@@ -73,7 +68,7 @@ void BM_attention_scores(benchmark::State& state) {
 BENCHMARK(BM_attention_scores)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_softmax_last_dim(benchmark::State& state) {
-  const Threads threads(state.range(0));
+  const bench::Threads threads(state.range(0));
   ef::manual_seed(0);
   const auto s = ef::randn({1, 12, 128, 128});
   for (auto _ : state) benchmark::DoNotOptimize(ef::softmax(s, -1));

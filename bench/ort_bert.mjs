@@ -5,36 +5,17 @@
 //
 //   (mkdir -p /work/ort && cd /work/ort && npm install --ignore-scripts onnxruntime-node)   # once, outside the repo
 //   /usr/bin/python3 bench/torch_bert.py --export-onnx /tmp/bert_base.onnx
-//   node bench/ort_bert.mjs /tmp/bert_base.onnx [--ort-dir /work/ort] [--min-time 3]
+//   node bench/ort_bert.mjs /tmp/bert_base.onnx [--ort-dir /work/ort] [--min-time 3] [--threads 1,2] [--only NAME]
 //
-// Every thread count gets its own session (intraOpNumThreads = the count, interOpNumThreads 1, sequential
-// execution, all graph optimisations: ORT fuses the attention, GELU and LayerNorm subgraphs itself). Inputs
-// are as the twins': random in-vocabulary ids, attention_mask all ones, or sequence i padded to 128 - 16 i.
-import { createRequire } from "node:module";
-import { join, resolve } from "node:path";
+// Sessions and timing as bench/ort_common.mjs says. Inputs are as the twins': random in-vocabulary ids,
+// attention_mask all ones, or sequence i padded to 128 - 16 i.
+import { parseArgs, runCases } from "./ort_common.mjs";
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args.splice(at, 2)[1] : fallback;
-};
-const ortDir = resolve(option("--ort-dir", process.env.ORT_DIR ?? "/work/ort"));
-const minTime = Number(option("--min-time", "3"));
-const model = args[0];
-if (!model) {
-  console.error("usage: node bench/ort_bert.mjs MODEL.onnx [--ort-dir DIR] [--min-time SECONDS]");
-  process.exit(2);
-}
-const ort = createRequire(join(ortDir, "package.json"))("onnxruntime-node");
-
+const opts = parseArgs("node bench/ort_bert.mjs");
+const { ort } = opts;
 const VOCAB = 30522;
 const CASES = [["BM_bert_forward", 1, 128, false], ["BM_bert_forward", 8, 128, false],
                ["BM_bert_forward_padded", 8, 128, true]];
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 function feeds(b, t, padded) {
   let state = 12345;  // any in-vocabulary ids: speed does not depend on them
@@ -50,21 +31,5 @@ function feeds(b, t, padded) {
   return { input_ids: new ort.Tensor("int64", ids, [b, t]), attention_mask: new ort.Tensor("int64", mask, [b, t]) };
 }
 
-for (const threads of [1, 2]) {
-  const session = await ort.InferenceSession.create(model, {
-    intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: "sequential", graphOptimizationLevel: "all",
-  });
-  for (const [name, b, t, padded] of CASES) {
-    const input = feeds(b, t, padded);
-    for (let w = 0; w < 2; ++w) await session.run(input);  // warm-up
-    const times = [];
-    const start = process.hrtime.bigint();
-    while (times.length < 5 || Number(process.hrtime.bigint() - start) / 1e9 < minTime) {
-      const t0 = process.hrtime.bigint();
-      await session.run(input);
-      times.push(Number(process.hrtime.bigint() - t0) / 1e9);
-    }
-    console.log(`${name}/${b}/${t}/${threads}\t${median(times).toFixed(9)}`);
-  }
-  await session.release();
-}
+await runCases(opts, CASES.map(([name, b, t, padded]) => [(n) => `${name}/${b}/${t}/${n}`, () => feeds(b, t, padded)]),
+               "ort_bert.mjs");

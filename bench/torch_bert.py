@@ -17,19 +17,17 @@ OPENBLAS_NUM_THREADS) set to it, whatever --threads (which compare.py passes) sa
 """
 import argparse
 import math
-import os
-import subprocess
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.benchmark as tb
 
+import twin_threads  # bench/twin_threads.py, beside this script
+
 BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
         "initializer_range": 0.02, "pad_token_id": 0}
-THREAD_COUNTS = (1, 2)
 CASES = (("BM_bert_forward", 1, 128, False), ("BM_bert_forward", 8, 128, False),
          ("BM_bert_forward_padded", 8, 128, True))
 
@@ -113,11 +111,15 @@ def model():
     return BertModel(BASE).eval()
 
 
-def run(threads, min_time):
+def run(threads, min_time, only=None):
     torch.set_num_threads(threads)
     m = model()
+    names = [f"{name}/{b}/{t}/{threads}" for name, b, t, _ in CASES]
+    twin_threads.check_only("torch_bert.py", only, names, threads)
     with torch.inference_mode():
         for name, b, t, padded in CASES:
+            if only and f"{name}/{b}/{t}/{threads}" != only:
+                continue
             ids, mask = inputs(b, t, padded)
             r = tb.Timer(stmt="m(ids, mask)", globals={"m": m, "ids": ids, "mask": mask},
                          num_threads=threads).blocked_autorange(min_run_time=min_time)
@@ -135,21 +137,14 @@ def export_onnx(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=None, help="ignored: every case names its own thread count")
+    twin_threads.add_arguments(ap, "BM_bert_forward/8/128/2")
     ap.add_argument("--min-time", type=float, default=3.0)
-    ap.add_argument("--only-threads", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--export-onnx", metavar="PATH")
     args = ap.parse_args()
     if args.export_onnx:
         export_onnx(args.export_onnx)
         return
-    if args.only_threads:
-        run(args.only_threads, args.min_time)
-        return
-    for n in THREAD_COUNTS:
-        env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--only-threads", str(n), "--min-time",
-                        str(args.min_time)], env=env, check=True)
+    twin_threads.dispatch(args, __file__, run)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,14 @@
 """PyTorch twin of bench/bench_gpt2.cpp: GPT-2 small (124M, fp32) inference under the same BM_ names.
 
 The model is the plain-torch GPT-2 of tools/reference/make_gpt2_fixtures.py (Hugging Face's computation) at
-GPT-2 small's size with random weights, in eval mode under torch.no_grad(). Prints `name<TAB>median_seconds`
-(torch.utils.benchmark). /usr/bin/python3 bench/torch_gpt2.py [--threads N]
+GPT-2 small's size with random weights (its init_weights, eigenformer's rule), in eval mode under torch.no_grad(). Prints `name<TAB>median_seconds`
+(torch.utils.benchmark).
+
+  /usr/bin/python3 bench/torch_gpt2.py [--threads N] [--only NAME]     # NAME: one case, e.g. BM_gpt2_forward/512
+  /usr/bin/python3 bench/torch_gpt2.py --export-onnx m.onnx           # the same module as ONNX, for ort_gpt2.mjs
+
+BM_gpt2_greedy_decode/32 is 32 greedy tokens after a 128-token prompt (the prompt untimed, as the C++ side):
+its time is 32 tokens' worth. The past keys and values are concatenated each step, as Hugging Face's model does.
 """
 import argparse
 import os
@@ -13,30 +19,81 @@ import torch
 import torch.utils.benchmark as tb
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "reference"))
-from make_gpt2_fixtures import GPT2LMHeadModel  # noqa: E402
+from make_gpt2_fixtures import GPT2LMHeadModel, init_weights  # noqa: E402
 
 SMALL = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
          "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+GREEDY_TOKENS = 32
+
+
+def token_ids(t):
+    return (torch.arange(t) * 7919 % 50257).unsqueeze(0)  # bench_gpt2.cpp's ids
+
+
+def model():
+    """Random weights drawn as bench_gpt2.cpp's model draws them (the module alone starts with zero Conv1D weights,
+    which an ONNX export would store once for all twelve layers)."""
+    m = GPT2LMHeadModel(SMALL)
+    torch.manual_seed(0)
+    init_weights(m, SMALL)
+    return m.eval()
+
+
+def greedy(m, first, past, n):
+    nxt = first
+    for _ in range(n):
+        logits, past = m(nxt, past)
+        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)
+    return nxt
+
+
+class LogitsOnly(torch.nn.Module):
+    """The model without its cache output: what the ONNX file computes (one forward over the whole input)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids)[0]
+
+
+def export_onnx(path):
+    with torch.no_grad():
+        torch.onnx.export(LogitsOnly(model()), (token_ids(128),), path, opset_version=14, input_names=["input_ids"],
+                          output_names=["logits"], dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
+                                                                 "logits": {0: "batch", 1: "seq"}})
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--only", metavar="NAME", help="run this case alone")
+    ap.add_argument("--export-onnx", metavar="PATH")
     args = ap.parse_args()
+    if args.export_onnx:
+        export_onnx(args.export_onnx)
+        return
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(SMALL).eval()
-    ids = (torch.arange(128) * 7919 % 50257).unsqueeze(0)
-    nxt = ids[:, :1]
+    m = model()
+    ids = token_ids(128)
     with torch.no_grad():
-        _, past = model(ids)
-        work = {"BM_gpt2_forward/128": ("model(ids)", {}),
-                "BM_gpt2_decode_step": ("model(nxt, past)", {"nxt": nxt, "past": past})}
+        logits, past = m(ids)
+        first = logits[:, -1].argmax(dim=-1, keepdim=True)
+        work = {"BM_gpt2_forward/128": ("m(ids)", {}),
+                "BM_gpt2_forward/512": ("m(ids512)", {"ids512": token_ids(512)}),
+                "BM_gpt2_decode_step": ("m(nxt, past)", {"nxt": ids[:, :1], "past": past}),
+                f"BM_gpt2_greedy_decode/{GREEDY_TOKENS}": (f"greedy(m, first, past, {GREEDY_TOKENS})",
+                                                           {"greedy": greedy, "first": first, "past": past})}
+        if args.only and args.only not in work:
+            sys.exit(f"torch_gpt2.py: no case {args.only} (the cases: {', '.join(work)})")
         for name, (stmt, env) in work.items():
-            m = tb.Timer(stmt=stmt, globals={"model": model, "ids": ids, **env},
+            if args.only and name != args.only:
+                continue
+            r = tb.Timer(stmt=stmt, globals={"m": m, "ids": ids, **env},
                          num_threads=args.threads).blocked_autorange(min_run_time=args.min_time)
-            print(f"{name}\t{m.median:.9f}", flush=True)
+            print(f"{name}\t{r.median:.9f}", flush=True)
 
 
 if __name__ == "__main__":

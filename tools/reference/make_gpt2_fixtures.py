@@ -282,11 +282,11 @@ def model_case(model, ids):
     }
 
 
-def init_case():
-    seed = 1301
-    model = GPT2LMHeadModel(CONFIG)
-    std = CONFIG["initializer_range"]
-    torch.manual_seed(seed)
+def init_weights(model, cfg):
+    """eigenformer's initialisation rule (models/gpt2.hpp), drawing from torch's default generator: each weight in
+    named_parameters order normal_(0, initializer_range), c_proj weights divided by sqrt(2 n_layer); biases 0,
+    LayerNorm 1 / 0. (The modules themselves start at zero: Conv1D's weights are torch.zeros.)"""
+    std = cfg.get("initializer_range", 0.02)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
@@ -294,9 +294,16 @@ def init_case():
             elif ".ln_" in name:
                 p.fill_(1.0)
             elif name.endswith("c_proj.weight"):
-                p.normal_(0.0, std / math.sqrt(2 * CONFIG["n_layer"]))
+                p.normal_(0.0, std / math.sqrt(2 * cfg["n_layer"]))
             else:
                 p.normal_(0.0, std)
+
+
+def init_case():
+    seed = 1301
+    model = GPT2LMHeadModel(CONFIG)
+    torch.manual_seed(seed)
+    init_weights(model, CONFIG)
     head_tail = {}
     for name, p in model.named_parameters():
         if name.endswith("weight") and ".ln_" not in name:
