@@ -15,6 +15,8 @@
 
 #include <eigenformer/io.hpp>
 
+#include "support/paths.hpp"
+
 namespace eftest {
 
 namespace fs = std::filesystem;

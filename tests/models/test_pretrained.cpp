@@ -19,6 +19,7 @@
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/paths.hpp"
 
 using namespace eftest;
 namespace models = ef::models;

@@ -17,6 +17,7 @@
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/paths.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "support/paths.hpp"
+
 namespace eftest {
 
 // Whether the build was configured with EIGENFORMER_DATA_DIR. When it was not, says in the test output that

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "support/paths.hpp"
+
 namespace eftest {
 
 namespace ef = eigenformer;

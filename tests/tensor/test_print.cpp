@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "support/paths.hpp"
 #include "support/throws.hpp"
 
 namespace {

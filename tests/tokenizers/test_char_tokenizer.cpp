@@ -11,6 +11,7 @@
 #include <vector>
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
+#include "support/paths.hpp"
 #include "support/throws.hpp"
 
 using eftest::error_of;

@@ -20,6 +20,7 @@
 
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
+#include "support/paths.hpp"
 #include "support/sha256.hpp"
 #include "support/throws.hpp"
 

@@ -16,6 +16,7 @@
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
+#include "support/paths.hpp"
 #include "support/throws.hpp"
 
 using eftest::error_of;

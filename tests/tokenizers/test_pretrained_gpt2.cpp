@@ -11,6 +11,7 @@
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
+#include "support/paths.hpp"
 
 using namespace eftest;
 namespace models = ef::models;

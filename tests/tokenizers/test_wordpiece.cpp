@@ -25,6 +25,7 @@
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
+#include "support/paths.hpp"
 #include "support/sha256.hpp"
 #include "support/throws.hpp"
 

@@ -22,6 +22,7 @@
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
 #include "support/fixtures.hpp"
+#include "support/paths.hpp"
 
 namespace ef = eigenformer;
 namespace train = eigenformer::train;
