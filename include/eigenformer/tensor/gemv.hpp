@@ -14,7 +14,9 @@
 //   row-major b:    acc = fma(a(i,k), b(k,j), acc) from acc = 0, k ascending.
 //   column-major b: lane l of a vector of W lanes accumulates the k = l (mod W) terms by fma, k ascending;
 //                   the lanes are then summed in a fixed tree (W = 16 with AVX-512, 8 with AVX2, 8 in the
-//                   portable fallback), a partial last vector being padded with zeros.
+//                   portable fallback), a partial last vector being padded with zeros. A bfloat16 b in the
+//                   vector paths: over the first multiple of 2W of k, lane l takes k = 2l and 2l + 1 of each
+//                   2W instead (the order its cheaper widening delivers them in), then as above.
 //   then c = alpha acc (+ beta c when beta != 0).
 // Builds without AVX2 + FMA use the portable loops below, whose multiply-adds round twice: the bits differ
 // between builds, never between thread counts.
@@ -29,6 +31,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "eigenformer/tensor/shape.hpp"
 
@@ -97,6 +100,20 @@ struct GemvSimd {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  // 32 bfloat16 (64 bytes) widened two instructions for 32 values: the even-indexed ones (the low halves
+  // of the 32-bit lanes) shifted up into `even`, the odd-indexed ones masked in place into `odd`.
+  static void load_pairs(const std::uint16_t* p, reg& even, reg& odd) {
+    const __m512i v = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
+  // 32 floats split the same way: lane l of `even` holds p[2 l], of `odd` p[2 l + 1].
+  static void split_pairs(const float* p, reg& even, reg& odd) {
+    const reg lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+    const __m512i e = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    even = _mm512_permutex2var_ps(lo, e, hi);
+    odd = _mm512_permutex2var_ps(lo, _mm512_add_epi32(e, _mm512_set1_epi32(1)), hi);
+  }
   static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   // Halves added, then quarters, and so on: a fixed order.
@@ -122,6 +139,17 @@ struct GemvSimd {
   static reg load(const std::uint16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static void load_pairs(const std::uint16_t* p, reg& even, reg& odd) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
+  static void split_pairs(const float* p, reg& even, reg& odd) {
+    const reg lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    // Within each 128-bit half: lo's two, then hi's two; the 64-bit pieces then put back in order.
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
   }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
@@ -153,14 +181,34 @@ void gemv_rows(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
   index_t p = 0;
 #if defined(EIGENFORMER_GEMV_SIMD)
   using V = GemvSimd;
+  using reg = typename V::reg;
   constexpr index_t w = V::width;
+  constexpr bool bf16 = std::is_same_v<W, std::uint16_t>;
   const index_t vec_cols = cols / w * w;
+  // bfloat16: whole groups of 2 w columns are widened as pairs (V::load_pairs), half the instructions of
+  // widening w at a time; the sums of a group then lie even columns first, odd ones after, until the end.
+  const index_t pair_cols = bf16 ? cols / (2 * w) * (2 * w) : 0;
   for (; p + 4 <= k; p += 4) {
     const W* r = b + p * ld + j0;
-    typename V::reg x[M][4];
+    reg x[M][4];
     for (int i = 0; i < M; ++i)
       for (int u = 0; u < 4; ++u) x[i][u] = V::set1(a[i * lda + p + u]);
-    for (index_t j = 0; j < vec_cols; j += w) {
+    index_t j = 0;
+    if constexpr (bf16)
+      for (; j < pair_cols; j += 2 * w) {
+        reg even[4], odd[4];
+        for (int u = 0; u < 4; ++u) V::load_pairs(r + u * ld + j, even[u], odd[u]);
+        for (int i = 0; i < M; ++i) {
+          reg se = V::load(acc + i * S + j), so = V::load(acc + i * S + j + w);
+          for (int u = 0; u < 4; ++u) {
+            se = V::fmadd(x[i][u], even[u], se);
+            so = V::fmadd(x[i][u], odd[u], so);
+          }
+          V::store(acc + i * S + j, se);
+          V::store(acc + i * S + j + w, so);
+        }
+      }
+    for (; j < vec_cols; j += w) {
       const typename V::reg b0 = V::load(r + j), b1 = V::load(r + ld + j), b2 = V::load(r + 2 * ld + j),
                             b3 = V::load(r + 3 * ld + j);
       for (int i = 0; i < M; ++i) {
@@ -180,12 +228,28 @@ void gemv_rows(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
   for (; p < k; ++p) {
     const W* r = b + p * ld + j0;
     for (int i = 0; i < M; ++i) {
-      const typename V::reg x = V::set1(a[i * lda + p]);
+      const reg x = V::set1(a[i * lda + p]);
       index_t j = 0;
+      if constexpr (bf16)
+        for (; j < pair_cols; j += 2 * w) {
+          reg even, odd;
+          V::load_pairs(r + j, even, odd);
+          V::store(acc + i * S + j, V::fmadd(x, even, V::load(acc + i * S + j)));
+          V::store(acc + i * S + j + w, V::fmadd(x, odd, V::load(acc + i * S + j + w)));
+        }
       for (; j < vec_cols; j += w) V::store(acc + i * S + j, V::fmadd(x, V::load(r + j), V::load(acc + i * S + j)));
       for (; j < cols; ++j) acc[i * S + j] = gemv_fma(a[i * lda + p], gemv_widen(r[j]), acc[i * S + j]);
     }
   }
+  for (int i = 0; i < M; ++i)  // the pair groups back in column order
+    for (index_t g = 0; g < pair_cols; g += 2 * w) {
+      float t[2 * w];
+      std::copy(acc + i * S + g, acc + i * S + g + 2 * w, t);
+      for (index_t q = 0; q < w; ++q) {
+        acc[i * S + g + 2 * q] = t[q];
+        acc[i * S + g + 2 * q + 1] = t[w + q];
+      }
+    }
 #else
   // Plain loops over the columns, which the compiler vectorises with whatever the build targets.
   for (; p < k; ++p) {
@@ -218,13 +282,26 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
     for (index_t q = 0; q < rest; ++q) t[q] = col[full + q];
     return V::load(t);
   };
+  // bfloat16: the first 2L-aligned stretch of k is widened as pairs (V::load_pairs) against a split the
+  // same way (V::split_pairs), lane l then taking k = 2l and 2l + 1 of each 2L in turn.
+  const index_t pair_k = std::is_same_v<W, std::uint16_t> ? k / (2 * L) * (2 * L) : 0;
   index_t j = j0;
   for (; j + 4 <= j1; j += 4) {
     const W* col[4] = {b + j * ld, b + (j + 1) * ld, b + (j + 2) * ld, b + (j + 3) * ld};
     reg s[M][4];
     for (int i = 0; i < M; ++i)
       for (int q = 0; q < 4; ++q) s[i][q] = V::zero();
-    for (index_t p = 0; p < full; p += L) {
+    if constexpr (std::is_same_v<W, std::uint16_t>)
+      for (index_t p = 0; p < pair_k; p += 2 * L) {
+        reg even[4], odd[4];
+        for (int q = 0; q < 4; ++q) V::load_pairs(col[q] + p, even[q], odd[q]);
+        for (int i = 0; i < M; ++i) {
+          reg xe, xo;
+          V::split_pairs(a + i * lda + p, xe, xo);
+          for (int q = 0; q < 4; ++q) s[i][q] = V::fmadd(xo, odd[q], V::fmadd(xe, even[q], s[i][q]));
+        }
+      }
+    for (index_t p = pair_k; p < full; p += L) {
       const reg w0 = V::load(col[0] + p), w1 = V::load(col[1] + p), w2 = V::load(col[2] + p), w3 = V::load(col[3] + p);
       for (int i = 0; i < M; ++i) {
         const reg x = V::load(a + i * lda + p);
@@ -249,7 +326,17 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
     const W* col = b + j * ld;
     reg s[M];
     for (int i = 0; i < M; ++i) s[i] = V::zero();
-    for (index_t p = 0; p < full; p += L) {
+    if constexpr (std::is_same_v<W, std::uint16_t>)
+      for (index_t p = 0; p < pair_k; p += 2 * L) {
+        reg even, odd;
+        V::load_pairs(col + p, even, odd);
+        for (int i = 0; i < M; ++i) {
+          reg xe, xo;
+          V::split_pairs(a + i * lda + p, xe, xo);
+          s[i] = V::fmadd(xo, odd, V::fmadd(xe, even, s[i]));
+        }
+      }
+    for (index_t p = pair_k; p < full; p += L) {
       const reg w0 = V::load(col + p);
       for (int i = 0; i < M; ++i) s[i] = V::fmadd(V::load(a + i * lda + p), w0, s[i]);
     }
