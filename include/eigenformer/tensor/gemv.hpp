@@ -88,6 +88,14 @@ inline float gemv_finish(float acc, float alpha, float beta, float old) noexcept
 }
 
 #if defined(EIGENFORMER_GEMV_SIMD)
+// The 8 lanes' sum: halves added, then quarters, then the last two: a fixed order.
+inline float gemv_sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
 #if defined(__AVX512F__)
 struct GemvSimd {
   using reg = __m512;
@@ -116,17 +124,11 @@ struct GemvSimd {
   }
   static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
-  // Halves added, then quarters, and so on: a fixed order.
+  // Halves added, then as gemv_sum8: a fixed order.
   static float sum(reg v) {
     const __m256 lo = _mm512_castps512_ps256(v);
     const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    return sum8(_mm256_add_ps(lo, hi));
-  }
-  static float sum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
+    return gemv_sum8(_mm256_add_ps(lo, hi));
   }
 };
 #else
@@ -153,12 +155,7 @@ struct GemvSimd {
   }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
-  static float sum(reg v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-  }
+  static float sum(reg v) { return gemv_sum8(v); }
 };
 #endif
 inline constexpr int gemv_lanes = GemvSimd::width;
