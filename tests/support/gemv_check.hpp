@@ -79,8 +79,9 @@ inline void check_products() {
   const std::array<Size, 5> sizes{Size{1, 1}, Size{7, 33}, Size{19, 5}, Size{67, 1100}, Size{300, 263}};
   std::size_t ran = 0;
   for (index_t m = 1; m <= ef::backend::detail::gemv_max_rows; ++m)
-    for (const auto [k, n] : sizes)
+    for (const Size size : sizes)
       for (int variant = 0; variant < 4; ++variant) {
+        const index_t k = size.k, n = size.n;  // not a structured binding: clang < 16 cannot capture those
         const bool col_major = variant % 2 == 1, bf16 = variant >= 2;
         CAPTURE(m);
         CAPTURE(k);
