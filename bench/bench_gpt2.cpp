@@ -5,6 +5,10 @@
 //   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
 //                               time of an iteration is n tokens' worth, so ms/token = time / n
+//   BM_gpt2_decode_step_bf16   the same with the weights stored as bfloat16 (to_bf16_weights; float arithmetic)
+//   BM_read_bandwidth/<MiB>    summing a buffer of that size over the thread pool: the memory read bandwidth
+//                              that bounds a decode step, which reads every weight once. The two sizes are
+//                              GPT-2 small's weight matrices in float (471 MiB) and in bfloat16 (236 MiB)
 //
 // Counters: `allocs` is the number of global operator new calls per iteration (this binary replaces the
 // global operator new to count them), measured after warm-up. The goal for a decode step is 0: a server
@@ -22,6 +26,7 @@
 #include <cstdlib>
 #include <eigenformer/models/gpt2.hpp>
 #include <new>
+#include <vector>
 
 namespace {
 std::atomic<std::int64_t> g_allocations{0};
@@ -62,11 +67,22 @@ namespace ef = eigenformer;
 
 namespace {
 
+ef::models::GPT2LMHeadModel<float> make_gpt2_small() {
+  ef::manual_seed(0);
+  ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_small());
+  m.eval();
+  return m;
+}
+
 ef::models::GPT2LMHeadModel<float>& gpt2_small() {
+  static ef::models::GPT2LMHeadModel<float> model = make_gpt2_small();
+  return model;
+}
+
+ef::models::GPT2LMHeadModel<float>& gpt2_small_bf16() {
   static ef::models::GPT2LMHeadModel<float> model = [] {
-    ef::manual_seed(0);
-    ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_small());
-    m.eval();
+    auto m = make_gpt2_small();
+    m.to_bf16_weights();
     return m;
   }();
   return model;
@@ -89,8 +105,7 @@ void BM_gpt2_forward(benchmark::State& state) {
 }
 BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 
-void BM_gpt2_decode_step(benchmark::State& state) {
-  auto& model = gpt2_small();
+void decode_step(benchmark::State& state, const ef::models::GPT2LMHeadModel<float>& model) {
   auto cache = model.make_cache(1, 129);
   const auto prompt = token_ids(128);
   const auto next = token_ids(1);
@@ -111,6 +126,8 @@ void BM_gpt2_decode_step(benchmark::State& state) {
   }
   state.counters["allocs"] = benchmark::Counter(static_cast<double>(counted), benchmark::Counter::kAvgIterations);
 }
+
+void BM_gpt2_decode_step(benchmark::State& state) { decode_step(state, gpt2_small()); }
 BENCHMARK(BM_gpt2_decode_step)->Unit(benchmark::kMillisecond);
 
 // Generation as a user sees it: each step feeds the argmax of the previous step's last logits (the lowest id
@@ -148,5 +165,28 @@ void BM_gpt2_greedy_decode(benchmark::State& state) {
                                                       benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_gpt2_greedy_decode)->Arg(32)->Unit(benchmark::kMillisecond);
+
+void BM_gpt2_decode_step_bf16(benchmark::State& state) { decode_step(state, gpt2_small_bf16()); }
+BENCHMARK(BM_gpt2_decode_step_bf16)->Unit(benchmark::kMillisecond);
+
+// Integer sums, which the compiler vectorises (a float sum it may not reorder), in chunks over the pool as
+// the decode step's products split their columns; bytes_per_second is the figure.
+void BM_read_bandwidth(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  const auto words = static_cast<ef::index_t>(bytes / sizeof(std::uint64_t));
+  std::vector<std::uint64_t> buffer(static_cast<std::size_t>(words), 1);
+  const ef::index_t grain = (words + 4 * ef::get_num_threads() - 1) / (4 * ef::get_num_threads());
+  for (auto _ : state) {
+    std::atomic<std::uint64_t> total{0};
+    ef::backend::parallel_for(words, grain, [&](ef::index_t begin, ef::index_t end) {
+      std::uint64_t s = 0;
+      for (ef::index_t i = begin; i < end; ++i) s += buffer[static_cast<std::size_t>(i)];
+      total.fetch_add(s, std::memory_order_relaxed);
+    });
+    benchmark::DoNotOptimize(total.load());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_read_bandwidth)->Arg(471)->Arg(236)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

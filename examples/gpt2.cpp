@@ -6,7 +6,7 @@
 //   gpt2 --model DIR --prompt "The cat sat on the mat because it" --show-top 5 --svg attention.svg
 //
 // Usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]
-//             [--seed S] [--greedy] [--show-top K] [--threads N] [--svg FILE]
+//             [--seed S] [--greedy] [--show-top K] [--threads N] [--dtype fp32|bf16] [--svg FILE]
 //   --prompt TEXT       the text to continue; empty (the default) starts from <|endoftext|>, as transformers'
 //                       text-generation pipeline does for GPT-2
 //   --max-new-tokens N  tokens to generate (default 30); stops early at <|endoftext|>
@@ -18,6 +18,9 @@
 //                       id<TAB>probability<TAB>token (token spelled as in vocab.json, "Ġthe" for " the"),
 //                       most probable first, and exit
 //   --threads N         threads for the products and loops (default: EIGENFORMER_NUM_THREADS, else every core)
+//   --dtype fp32|bf16   how the weight matrices are stored (default fp32). bf16 rounds every Conv1D weight and
+//                       the tied wte to bfloat16 (as model.to(torch.bfloat16) would) and decodes from bfloat16
+//                       copies, half the bytes to stream per token; the arithmetic stays float32
 //   --svg FILE          also draws the attention weights of every layer and head over the prompt as heatmaps,
 //                       one row of heads per layer, the prompt's tokens (spelled as in vocab.json) on both
 //                       axes: rows the queries, columns the keys they attend to, as in bertviz's head view.
@@ -45,7 +48,7 @@ namespace {
 
 constexpr const char* usage =
     "usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]\n"
-    "            [--seed S] [--greedy] [--show-top K] [--threads N] [--svg FILE]";
+    "            [--seed S] [--greedy] [--show-top K] [--threads N] [--dtype fp32|bf16] [--svg FILE]";
 
 constexpr const char* need_model =
     "gpt2: --model DIR is required: a Hugging Face GPT-2 model directory holding config.json,\n"
@@ -63,6 +66,7 @@ struct Options {
   bool greedy = false;
   long long show_top = -1;  // -1: generate
   int threads = 0;          // 0: the library's default
+  bool bf16 = false;        // --dtype bf16
 };
 
 long long integer(const std::string& flag, const std::string& s, long long min) {
@@ -111,6 +115,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--show-top") o.show_top = integer(a, value(), 1);
     else if (a == "--threads") o.threads = static_cast<int>(integer(a, value(), 1));
     else if (a == "--svg") o.svg = value();
+    else if (a == "--dtype") {
+      const std::string d = value();
+      if (d != "fp32" && d != "bf16") throw usage_error("--dtype expects fp32 or bf16, got \"" + d + "\"");
+      o.bf16 = d == "bf16";
+    }
     else throw usage_error("unknown argument " + a);
   }
   if (o.greedy) o.gen.do_sample = false;
@@ -137,6 +146,7 @@ void write_attention_svg(const models::PretrainedGPT2<float>& gpt2, const std::v
 int run(const Options& o) {
   if (o.threads > 0) eigenformer::set_num_threads(o.threads);
   auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model);
+  if (o.bf16) gpt2.model.to_bf16_weights();
   auto& tok = gpt2.tokenizer;
   std::vector<std::int64_t> ids = tok.encode(o.prompt);
   const std::int64_t eot = tok.eot_id();
@@ -177,12 +187,12 @@ int run(const Options& o) {
   const auto out = models::generate(gpt2.model, ids, gen, eigenformer::default_generator(), &timings);
   std::fprintf(stderr,
                "gpt2: prompt %lld tokens in %.2f ms (%.1f tokens/s); generated %lld tokens, %lld passes in %.2f ms "
-               "(%.1f tokens/s); %d thread%s\n",
+               "(%.1f tokens/s); %d thread%s, %s weights\n",
                static_cast<long long>(timings.prompt_tokens), 1e3 * timings.prompt_seconds,
                timings.prompt_tokens / std::max(timings.prompt_seconds, 1e-9), static_cast<long long>(timings.new_tokens),
                static_cast<long long>(timings.decode_passes), 1e3 * timings.decode_seconds,
                timings.decode_passes / std::max(timings.decode_seconds, 1e-9), eigenformer::get_num_threads(),
-               eigenformer::get_num_threads() == 1 ? "" : "s");
+               eigenformer::get_num_threads() == 1 ? "" : "s", o.bf16 ? "bf16" : "fp32");
   // The prompt as typed (decoding its ids gives the same bytes, but would show the <|endoftext|> added for
   // an empty prompt), then the new tokens up to an <|endoftext|>.
   std::string text = o.prompt;

@@ -109,14 +109,25 @@ foreach(_threads IN ITEMS 0 1)
     message(FATAL_ERROR "gpt2 --greedy (--threads ${_threads}): output differs from PyTorch's \"${_greedy_text}\":\n"
                         "${greedy_out}")
   endif()
-  if(NOT greedy_err MATCHES "^gpt2: prompt ${_greedy_prompt_tokens} tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); generated ${_greedy_new} tokens, ${_greedy_passes} passes in [0-9.]+ ms \\([0-9.]+ tokens/s\\); [0-9]+ threads?\n$")
+  if(NOT greedy_err MATCHES "^gpt2: prompt ${_greedy_prompt_tokens} tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); generated ${_greedy_new} tokens, ${_greedy_passes} passes in [0-9.]+ ms \\([0-9.]+ tokens/s\\); [0-9]+ threads?, fp32 weights\n$")
     message(FATAL_ERROR "gpt2 --greedy (--threads ${_threads}): unexpected timing line:\n${greedy_err}")
   endif()
 endforeach()
-if(NOT greedy_err MATCHES "; 1 thread\n")
+if(NOT greedy_err MATCHES "; 1 thread, ")
   message(FATAL_ERROR "gpt2 --threads 1: the timing line does not say 1 thread:\n${greedy_err}")
 endif()
 run(threads0 2 --model "${MODEL_DIR}" --threads 0)
+
+# --dtype bf16: the weights rounded to bfloat16 (their tokens may differ from PyTorch's float32 ones, so only
+# the run and its timing line are checked); anything but fp32 / bf16 is a usage error naming the choices.
+run(bf16 0 --model "${MODEL_DIR}" --prompt "${_greedy_prompt}" --greedy --max-new-tokens ${_greedy_new} --dtype bf16)
+if(NOT bf16_out MATCHES "^${_greedy_prompt}" OR NOT bf16_err MATCHES "threads?, bf16 weights\n$")
+  message(FATAL_ERROR "gpt2 --dtype bf16: unexpected output:\n${bf16_out}\n${bf16_err}")
+endif()
+run(bad_dtype 2 --model "${MODEL_DIR}" --dtype fp16)
+if(NOT bad_dtype_err MATCHES "^gpt2: --dtype expects fp32 or bf16, got \"fp16\"\n")
+  message(FATAL_ERROR "gpt2 --dtype fp16: unexpected message:\n${bad_dtype_err}")
+endif()
 
 # Sampling with a seed runs and starts with the prompt; more tokens than positions are capped with a note.
 run(sample 0 --model "${MODEL_DIR}" --prompt "the cat" --seed 3 --max-new-tokens 40 --top-k 20 --top-p 0.9)

@@ -16,6 +16,7 @@
 
 #include "eigenformer/tensor.hpp"
 #include "support/cases.hpp"
+#include "support/gemv_check.hpp"
 
 #if !defined(EIGENFORMER_SGEMM_KERNEL)
 #error "sgemm_kernel_check.cpp must be compiled with AVX2 and FMA (or AVX-512) enabled"
@@ -184,6 +185,14 @@ TEST_CASE("backend::gemm computes float products with the kernel, with the same 
   }
   ef::set_num_threads(saved);
   eftest::check_ran(ran, products.size() * 3, "thread-count cases");
+}
+
+// The few-row products of decoding (tensor/gemv.hpp) have their own AVX2 and AVX-512 paths, built here too.
+TEST_CASE("gemv: products of 1-4 rows, float and bfloat16 weights, both layouts, 1-3 threads") {
+#if !defined(EIGENFORMER_GEMV_SIMD)
+#error "gemv.hpp's vector paths should be enabled wherever the packed kernel is"
+#endif
+  eftest::gemv_check::check_products();
 }
 
 int main(int argc, char** argv) {

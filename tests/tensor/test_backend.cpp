@@ -1,6 +1,8 @@
 // The compute backend: gemm against a double-precision triple loop for every operand layout, alpha/beta,
 // bias and activation; results bit-identical for every thread count (gemm, matmul, softmax, reductions);
 // several user threads sharing the pool; parallel_for's ranges, nesting and exceptions; set_num_threads.
+// The few-row products of decoding (gemv.hpp, support/gemv_check.hpp) and float -> bfloat16 rounding against
+// PyTorch's bits (tests/data/bf16.json, tools/reference/make_bf16_fixtures.py).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -14,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "support/cases.hpp"
 #include "support/fixtures.hpp"
+#include "support/gemv_check.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -423,4 +427,50 @@ TEST_CASE("backend: element-wise ops on large tensors equal the element-by-eleme
       CHECK(erfs(i, j) == std::erf(a(i, j)));
       CHECK(masked(i, j) == (a(i, j) > 0.5f ? -1.0f : a(i, j)));
     }
+}
+
+TEST_CASE("backend: products of 1-4 rows (gemv.hpp), float and bfloat16 weights, both layouts, 1-3 threads") {
+  // The portable loops in this binary; tests/kernels builds the same checks for AVX2 and AVX-512.
+  gemv_check::check_products();
+}
+
+TEST_CASE("bfloat16: float -> bfloat16 rounding equals PyTorch's bits, NaN, inf, ties and subnormals included (fixture)") {
+  const json file = load_fixture("bf16.json");
+  std::size_t ran = 0, values = 0;
+  for (const auto& c : file.at("cases")) {
+    if (c.at("kind") != "round") continue;
+    const auto in = c.at("bits").get<std::vector<std::uint32_t>>();
+    const auto out = c.at("bf16").get<std::vector<std::uint16_t>>();
+    REQUIRE(in.size() == out.size());
+    auto t = ef::Tensor<float, 2>::empty({1, static_cast<index_t>(in.size())});
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const float x = std::bit_cast<float>(in[i]);
+      t.data()[i] = x;
+      CHECK_MESSAGE(ef::bf16_bits_from_float(x) == out[i], c.at("name").get<std::string>() << ": bits " << in[i]);
+      // Widening is exact: the bfloat16 bits are the float's upper half.
+      CHECK(std::bit_cast<std::uint32_t>(ef::float_from_bf16_bits(out[i])) == std::uint32_t(out[i]) << 16);
+    }
+    // A Bf16Matrix stores the same bits, and round_to_bf16_ leaves each element at its widened bfloat16.
+    const ef::Bf16Matrix stored(t);
+    ef::round_to_bf16_(t);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      CHECK(stored.data()[i] == out[i]);
+      CHECK(std::bit_cast<std::uint32_t>(t.data()[i]) == std::uint32_t(out[i]) << 16);
+    }
+    values += in.size();
+    ++ran;
+  }
+  check_ran(ran, declared_cases(file, "bf16.json", "kind", "round"), "bf16.json round cases");
+  CHECK(values > 1000);
+  // A transposed view is stored column-major, element (i, j) where it was.
+  const auto w = gemv_check::values(3, 5, 7);
+  const ef::Bf16Matrix wt(w.t());
+  CHECK(wt.col_major());
+  CHECK((wt.rows() == 5 && wt.cols() == 3));
+  for (index_t i = 0; i < 5; ++i)
+    for (index_t j = 0; j < 3; ++j) CHECK(wt.at(i, j) == ef::float_from_bf16_bits(ef::bf16_bits_from_float(w(j, i))));
+  auto view = gemv_check::values(4, 4, 8).narrow(1, 0, 2);
+  CHECK_THROWS_WITH_AS(ef::round_to_bf16_(view), doctest::Contains("strided view"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ef::backend::gemm(gemv_check::values(1, 5, 9), w.t(), ef::Bf16Matrix(w)),
+                       doctest::Contains("not a copy of the float weight"), ef::shape_error);
 }

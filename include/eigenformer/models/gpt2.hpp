@@ -245,8 +245,9 @@ class GPT2MLP : public nn::Module<T> {
   Tensor<T, 3> forward_inference(const Tensor<T, 3>& x) const {
     const index_t b = x.shape()[0], t = x.shape()[1];
     if (x.shape()[2] != c_fc.in_features()) return c_proj.forward(act.forward(c_fc.forward(x)));  // its error
-    const auto hidden = backend::gemm(x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data,
-                                      backend::Epilogue<T>{&c_fc.bias.data, nn::epilogue_activation(act.kind())});
+    const auto hidden = nn::detail::dense_product(x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data,
+                                                  c_fc.bf16_weight(),
+                                                  backend::Epilogue<T>{&c_fc.bias.data, nn::epilogue_activation(act.kind())});
     return c_proj.forward(hidden.view(Shape<3>{b, t, c_fc.out_features()}));
   }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
@@ -467,6 +468,23 @@ class GPT2LMHeadModel : public nn::Module<T> {
   Tensor<T, 3> forward(const std::vector<std::int64_t>& ids, KVCache<T>& cache,
                        LogitsFor which = LogitsFor::all) const {
     return forward(as_batch(ids), cache, which);
+  }
+
+  // bfloat16 weight storage for inference (tensor/bf16.hpp): every Conv1D weight and the tied wte (so the LM
+  // head too) rounded to bfloat16, as model.to(torch.bfloat16) would round them, with bfloat16 copies that
+  // decoding's few-row products stream at half the bytes; the arithmetic stays float. Biases, LayerNorm and
+  // wpe stay float. A snapshot of the weights: after changing them (training, loading), call it again.
+  void to_bf16_weights()
+    requires std::is_same_v<T, float>
+  {
+    for (auto& block : transformer.h) {
+      block.attn.c_attn.to_bf16_weights();
+      block.attn.c_proj.to_bf16_weights();
+      block.mlp.c_fc.to_bf16_weights();
+      block.mlp.c_proj.to_bf16_weights();
+    }
+    round_to_bf16_(transformer.wte.weight.data);
+    lm_head.to_bf16_weights(transformer.wte.weight.data);
   }
 
   // A cache for `batch` sequences of up to `capacity` tokens (0 = n_positions).

@@ -14,6 +14,7 @@
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/bf16.hpp"
 
 namespace eigenformer::models {
 
@@ -37,9 +38,27 @@ class TiedLMHead : public nn::Module<T> {
       throw shape_error("TiedLMHead.forward: hidden " + shape_string(hidden.shape()) + " does not end in the " +
                         std::to_string(in_) + " features of the tied weight " + shape_string(weight.shape()));
     const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
-    auto logits = backend::gemm(h2, weight.t(), backend::Epilogue<T>{bias, backend::Activation::none});  // (B T, V)
+    const backend::Epilogue<T> epilogue{bias, backend::Activation::none};
+    Tensor<T, 2> logits;  // (B T, V)
+    if constexpr (std::is_same_v<T, float>)
+      logits = weight_bf16_.empty() ? backend::gemm(h2, weight.t(), epilogue) : backend::gemm(h2, weight.t(), weight_bf16_, epilogue);
+    else
+      logits = backend::gemm(h2, weight.t(), epilogue);
     if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
     return logits.view(Shape<3>{b, t, out_});
+  }
+
+  // Keeps a bfloat16 copy of the tied weight (V, C), which forward then reads for products of a few rows
+  // (decoding; tensor/bf16.hpp). The weight should hold bfloat16 values already (round_to_bf16_), so that
+  // products of more rows, which read the float tensor, compute with the same model. A snapshot: call again
+  // after the weight changes.
+  void to_bf16_weights(const Tensor<float, 2>& weight)
+    requires std::is_same_v<T, float>
+  {
+    if (weight.shape()[0] != out_ || weight.shape()[1] != in_)
+      throw shape_error("TiedLMHead.to_bf16_weights: weight " + shape_string(weight.shape()) + " is not (" +
+                        std::to_string(out_) + ", " + std::to_string(in_) + ")");
+    weight_bf16_ = Bf16Matrix(weight.t());
   }
 
   // Accumulates dL/dweight += g^T hidden into the tied parameter (and dL/dbias, the column sums of g, when a
@@ -63,6 +82,7 @@ class TiedLMHead : public nn::Module<T> {
   };
   index_t in_, out_;
   bool prints_bias_;
+  Bf16Matrix weight_bf16_;  // (C, V) column-major: wte's rows, when to_bf16_weights was called
 };
 
 }  // namespace eigenformer::models

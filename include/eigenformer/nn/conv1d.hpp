@@ -51,7 +51,7 @@ class Conv1D : public Module<T> {
     std::optional<detail::DenseContext<T>> ctx;
     if (this->records_for_backward()) ctx.emplace();
     auto y = detail::dense_forward("Conv1D", x, weight.data, &bias.data, detail::DenseLayout::in_out,
-                                   ctx ? &*ctx : nullptr);
+                                   ctx ? &*ctx : nullptr, bf16_weight());
     if (ctx) this->save_for_backward(std::move(*ctx));
     return y;
   }
@@ -63,8 +63,19 @@ class Conv1D : public Module<T> {
     return detail::dense_backward("Conv1D", grad_output, ctx, weight, &bias, detail::DenseLayout::in_out);
   }
 
+  // bfloat16 weight storage for inference, as Linear::to_bf16_weights (tensor/bf16.hpp).
+  void to_bf16_weights()
+    requires std::is_same_v<T, float>
+  {
+    round_to_bf16_(weight.data);
+    weight_bf16_ = Bf16Matrix(weight.data);
+  }
+  // The bfloat16 copy, or null before to_bf16_weights().
+  const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
+
  private:
   index_t in_features_, out_features_;
+  Bf16Matrix weight_bf16_;
 };
 
 }  // namespace eigenformer::nn

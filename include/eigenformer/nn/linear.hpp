@@ -13,6 +13,7 @@
 #include "eigenformer/nn/init.hpp"
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/bf16.hpp"
 
 namespace eigenformer::nn {
 
@@ -35,11 +36,22 @@ Tensor<T, 2> dense_in_out(const Tensor<T, 2>& weight, DenseLayout layout) {
   return layout == DenseLayout::out_in ? weight.t() : weight;
 }
 
+// x2 (N, in) w (in, out) with the epilogue, reading the layer's bfloat16 copy of w when it has one
+// (to_bf16_weights) and the product is a decoding step's few rows (tensor/bf16.hpp).
+template <floating_element T>
+Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const Bf16Matrix* w_bf16,
+                           const backend::Epilogue<T>& epilogue) {
+  if constexpr (std::is_same_v<T, float>)
+    if (w_bf16) return backend::gemm(x2, w, *w_bf16, epilogue);
+  return backend::gemm(x2, w, epilogue);
+}
+
 // (..., in) -> (..., out) as one gemm with the bias added in its epilogue. `context`, when given, receives
-// what dense_backward needs.
+// what dense_backward needs; `weight_bf16`, when given, is the layer's bfloat16 copy of dense_in_out(weight).
 template <floating_element T, std::size_t R>
 Tensor<T, R> dense_forward(const char* layer, const Tensor<T, R>& x, const Tensor<T, 2>& weight,
-                           const Tensor<T, 1>* bias, DenseLayout layout, DenseContext<T>* context) {
+                           const Tensor<T, 1>* bias, DenseLayout layout, DenseContext<T>* context,
+                           const Bf16Matrix* weight_bf16 = nullptr) {
   static_assert(R >= 1, "dense layer forward: the input needs at least one dim (the features)");
   const auto w = dense_in_out(weight, layout);
   const index_t in = w.shape()[0], out = w.shape()[1];
@@ -48,7 +60,7 @@ Tensor<T, R> dense_forward(const char* layer, const Tensor<T, R>& x, const Tenso
                       shape_string(weight.shape()) + ": last dim of the input must be in_features " +
                       std::to_string(in));
   const auto x2 = x.reshape(Shape<2>{x.numel() / in, in});  // (N, in)
-  auto y = backend::gemm(x2, w, backend::Epilogue<T>{bias, backend::Activation::none});  // (N, out)
+  auto y = dense_product(x2, w, weight_bf16, backend::Epilogue<T>{bias, backend::Activation::none});  // (N, out)
   if (context) *context = DenseContext<T>{x2, std::vector<index_t>(x.shape().begin(), x.shape().end())};
   Shape<R> out_shape = x.shape();
   out_shape[R - 1] = out;
@@ -132,7 +144,7 @@ class Linear : public Module<T> {
     std::optional<detail::DenseContext<T>> ctx;
     if (this->records_for_backward()) ctx.emplace();
     auto y = detail::dense_forward("Linear", x, weight.data, bias ? &bias->data : nullptr,
-                                   detail::DenseLayout::out_in, ctx ? &*ctx : nullptr);
+                                   detail::DenseLayout::out_in, ctx ? &*ctx : nullptr, bf16_weight());
     if (ctx) this->save_for_backward(std::move(*ctx));
     return y;
   }
@@ -145,8 +157,20 @@ class Linear : public Module<T> {
                                   detail::DenseLayout::out_in);
   }
 
+  // bfloat16 weight storage for inference (tensor/bf16.hpp): the weight rounded to bfloat16 in place, and a
+  // bfloat16 copy that decoding's few-row products stream instead. Call again after changing the weight.
+  void to_bf16_weights()
+    requires std::is_same_v<T, float>
+  {
+    round_to_bf16_(weight.data);
+    weight_bf16_ = Bf16Matrix(detail::dense_in_out(weight.data, detail::DenseLayout::out_in));
+  }
+  // The bfloat16 copy, or null before to_bf16_weights().
+  const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
+
  private:
   index_t in_features_, out_features_;
+  Bf16Matrix weight_bf16_;
 };
 
 }  // namespace eigenformer::nn

@@ -38,6 +38,7 @@
 #endif
 
 #include "eigenformer/tensor/creation.hpp"
+#include "eigenformer/tensor/gemv.hpp"
 #include "eigenformer/tensor/onednn_gemm.hpp"
 #include "eigenformer/tensor/sgemm_kernel.hpp"
 
@@ -118,7 +119,7 @@ inline index_t matrix_offset(const matrix_view_info& info, index_t i, index_t j)
 namespace backend {
 
 // What computes float products of 8 rows or more in this build, for benchmark reports and `--version`-
-// style lines (fewer rows, and all double products, go to Eigen).
+// style lines (up to gemv_max_rows rows go to gemv.hpp's kernels; 5-7 rows, and all double products, to Eigen).
 #if defined(EIGENFORMER_BLAS_ONEDNN)
 inline constexpr const char* gemm_library = "oneDNN";
 #elif defined(EIGENFORMER_SGEMM_KERNEL) && defined(__AVX512F__)
@@ -506,8 +507,8 @@ inline constexpr index_t gemm_max_tiles = 8;
 inline constexpr index_t sgemm_tiles_per_thread = 2;
 
 // Float products of at least this many rows go to the packed kernel (sgemm_kernel.hpp) when it is built in;
-// fewer rows, such as one decoding step's single row, are matrix-vector work that Eigen's GEMV streams
-// without packing. A function of the product's shape alone, so every tile of a product takes the same path.
+// fewer rows, such as one decoding step's single row, are matrix-vector work that gemv.hpp (up to
+// gemv_max_rows rows) or Eigen's GEMV streams without packing. A function of the product's shape alone, so every tile of a product takes the same path.
 template <floating_element T>
 constexpr bool uses_sgemm_kernel(index_t m) {
   if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled && !onednn_gemm_enabled<T>) return m >= 8;
@@ -597,6 +598,17 @@ void apply_epilogue(T* c, index_t ldc, index_t rows, index_t cols, const T* bias
       for (index_t j = 0; j < cols; ++j) row[j] += bias[j];
     activate(row, row, cols, act);
   }
+}
+
+// c (m <= gemv_max_rows rows, row stride ldc) = act(alpha a b + beta c + bias) by the kernels of gemv.hpp, a
+// row-major (row stride lda), the columns split over the pool; the bits do not depend on the thread count.
+template <class W>
+void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, const GemvWeight<W>& b, float* c,
+                  index_t ldc, float alpha, float beta, const float* bias, Activation act) {
+  parallel_for(n, gemv_chunk_cols(m, n, k, get_num_threads()), [&](index_t j0, index_t j1) {
+    gemv_columns(m, k, a, lda, b, c, ldc, alpha, beta, j0, j1);
+    apply_epilogue(c + j0, ldc, m, j1 - j0, bias ? bias + j0 : nullptr, act);
+  });
 }
 
 // c tile `tile` of plan: c = act(alpha * a b + beta * c + bias) on rows [r0, r1) x cols [c0, c1), while
@@ -698,6 +710,14 @@ void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha
   const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<T, 1>();
   const T* bias = epilogue.bias ? bias_values.data() : nullptr;
   const index_t ldc = m == 1 ? n : c.strides()[0];
+  if constexpr (std::is_same_v<T, float>) {
+    using eigenformer::detail::matrix_layout;
+    if (m <= detail::gemv_max_rows && ao.info.layout == matrix_layout::row_major) {  // decoding: stream b once
+      const detail::GemvWeight<float> w{bo.data, bo.info.outer_stride, bo.info.layout == matrix_layout::col_major};
+      return detail::gemv_product(m, n, k, ao.data, ao.info.outer_stride, w, c.data(), ldc, alpha, beta, bias,
+                                  epilogue.activation);
+    }
+  }
   const auto plan = detail::plan_gemm<T>(m, n, k);
   parallel_for(plan.tiles(), 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t)
