@@ -2,6 +2,7 @@
 // names in bench/torch_gpt2.py (run both with bench/compare.py). Weights are random: speed does not depend
 // on their values, and no checkpoint is needed.
 //   BM_gpt2_forward/128   one 128-token sequence through the whole model (logits for every position)
+//   BM_gpt2_forward/512   the same at 512 tokens, where attention's T^2 terms weigh more
 //   BM_gpt2_decode_step   one new token with a KV cache already holding 128 tokens
 //
 // Counters: `allocs` is the number of global operator new calls per iteration (this binary replaces the
@@ -84,7 +85,7 @@ void BM_gpt2_forward(benchmark::State& state) {
   state.counters["allocs"] = benchmark::Counter(static_cast<double>(g_allocations.load() - before),
                                                 benchmark::Counter::kAvgIterations);
 }
-BENCHMARK(BM_gpt2_forward)->Arg(128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 
 void BM_gpt2_decode_step(benchmark::State& state) {
   auto& model = gpt2_small();
