@@ -472,7 +472,8 @@ void attention_rows_streaming(const Tensor<T, 2>& q, index_t q0, const Tensor<T,
   for (index_t k0 = 0; k0 < key_end; k0 += kb) {
     const index_t nk = std::min(kb, key_end - k0);
     auto s = view2(tile.storage(), tile.data(), rows, nk, kb, 1);
-    backend::gemm(q, k.narrow(0, k0, nk).t(), s, scale_in_product ? T(1) / rule.divisor : T(1));
+    backend::gemm(q, k.narrow(0, k0, nk).t(), s, scale_in_product ? T(1) / rule.divisor : T(1), T(0), {},
+                  backend::Tiling::calling_thread);
     for (index_t i = 0; i < rows; ++i) {
       T* srow = tile.data() + i * kb;
       Eigen::Map<Arr> sr(srow, nk);
@@ -502,7 +503,7 @@ void attention_rows_streaming(const Tensor<T, 2>& q, index_t q0, const Tensor<T,
       row_max[i] = m_new;
       if (k0 > 0 && rescale != T(1)) out_row(i) *= rescale;
     }
-    backend::gemm(s, v.narrow(0, k0, nk), out, T(1), k0 == 0 ? T(0) : T(1));
+    backend::gemm(s, v.narrow(0, k0, nk), out, T(1), k0 == 0 ? T(0) : T(1), {}, backend::Tiling::calling_thread);
   }
   for (index_t i = 0; i < rows; ++i)
     if (row_sum[i] > T(0)) out_row(i) /= row_sum[i];
