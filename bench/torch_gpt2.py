@@ -28,12 +28,10 @@ def main():
     torch.manual_seed(0)
     model = GPT2LMHeadModel(SMALL).eval()
     ids = (torch.arange(128) * 7919 % 50257).unsqueeze(0)
-    ids512 = (torch.arange(512) * 7919 % 50257).unsqueeze(0)
     nxt = ids[:, :1]
     with torch.no_grad():
         _, past = model(ids)
         work = {"BM_gpt2_forward/128": ("model(ids)", {}),
-                "BM_gpt2_forward/512": ("model(ids512)", {"ids512": ids512}),
                 "BM_gpt2_decode_step": ("model(nxt, past)", {"nxt": nxt, "past": past})}
         for name, (stmt, env) in work.items():
             m = tb.Timer(stmt=stmt, globals={"model": model, "ids": ids, **env},
