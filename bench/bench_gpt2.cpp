@@ -94,6 +94,21 @@ ef::Tensor<std::int64_t, 2> token_ids(ef::index_t t) {
   return ids;
 }
 
+// BM_gpt2_attention/T/W: the attention core alone on one layer's (1, T, 2304) projections, causal, 12 heads.
+// W = 0 streams (what inference runs), W = 1 forms the weights (what a forward returning them runs). No
+// PyTorch twin: it compares the library's two paths.
+void BM_gpt2_attention(benchmark::State& state) {
+  ef::manual_seed(1);
+  const auto qkv = ef::randn<float>({1, state.range(0), 3 * 768});
+  const bool weights = state.range(1) != 0;
+  for (auto _ : state) {
+    ef::Tensor<float, 4> w;
+    const auto y = ef::nn::fused_attention(qkv, {.num_heads = 12, .causal = true}, {.weights = weights ? &w : nullptr});
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_gpt2_attention)->ArgsProduct({{128, 512}, {0, 1}})->Unit(benchmark::kMillisecond);
+
 void BM_gpt2_forward(benchmark::State& state) {
   auto& model = gpt2_small();
   const auto ids = token_ids(state.range(0));

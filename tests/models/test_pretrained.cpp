@@ -18,6 +18,7 @@
 
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
+#include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
 #include "support/paths.hpp"
 
@@ -110,7 +111,8 @@ TEST_CASE_TEMPLATE("gpt2_from_pretrained: the official layout (no prefix, mask b
   REQUIRE(attentions.size() == expected.size());
   for (std::size_t l = 0; l < expected.size(); ++l)
     check_fixture(attentions[l], expected[l], 1e-5, 1e-5, "gpt2_tiny_hf attentions, layer " + std::to_string(l));
-  CHECK(with.to_vector() == model.forward(ids).to_vector());
+  // Without the weights the attention streams: the same logits to rounding, within the fixture tolerance.
+  check_tensors_close(model.forward(ids), with, 1e-5, 1e-5, "forward without attentions");
 }
 
 TEST_CASE("gpt2_from_pretrained: keys with the \"transformer.\" prefix, F64 tensors, an lm_head.weight equal to wte") {

@@ -16,6 +16,7 @@
 
 #include "io/io_test_support.hpp"
 #include "support/errors.hpp"
+#include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
 #include "support/paths.hpp"
 #include "support/throws.hpp"
@@ -162,7 +163,8 @@ TEST_CASE("BertModel.forward with output_attentions: every layer's weights of a 
   // The rest of the output is the same with or without them; without, there are none.
   const auto plain = model.bert.forward(ids, mask);
   CHECK(plain.attentions.empty());
-  CHECK(plain.last_hidden_state.to_vector() == out.last_hidden_state.to_vector());
+  // Without the weights the attention streams: the same hidden states to rounding, within the fixture tolerance.
+  check_tensors_close(plain.last_hidden_state, out.last_hidden_state, 1e-5, 1e-5, "last_hidden_state without attentions");
 }
 
 TEST_CASE("bert_from_pretrained<BertModel>: the pooler is loaded when the file has one, the heads are unused") {

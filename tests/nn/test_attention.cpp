@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/attention_fixtures.hpp"
+#include "support/cases.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -354,7 +355,8 @@ TEST_CASE("MultiHeadAttention: parameter names of both layouts, gradient accumul
   m.eval();
   const auto [y, w] = m.forward_with_weights(x);
   CHECK(w.shape() == ef::Shape<4>{2, 3, 5, 5});
-  check_tensors_close(y, m.forward(x), 0, 0, "forward_with_weights = forward");
+  // The eval forward streams (no weights formed): equal to rounding, with the streaming test's tolerance.
+  check_tensors_close(y, m.forward(x), 1e-12, 1e-13, "forward_with_weights = forward");
 }
 
 TEST_CASE("CausalAttention keeps the book's mask as a persistent buffer") {
@@ -546,6 +548,115 @@ TEST_CASE("attention: identical bits with 1, 2 and 3 threads (forward, weights, 
     for (auto& p : m.named_parameters()) {
       const auto gv = p.grad().to_vector();
       all.insert(all.end(), gv.begin(), gv.end());
+    }
+    runs.push_back(std::move(all));
+  }
+  ef::set_num_threads(saved_threads);
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0] == runs[2]);
+}
+
+// ---- streaming attention (the inference path) -----------------------------------------------------------------
+
+namespace {
+
+// fused_attention without anything that needs the weights (the streaming path) and with the weights requested
+// (the path that forms them), on the same inputs.
+template <typename T>
+std::pair<ef::Tensor<T, 3>, ef::Tensor<T, 3>> streamed_and_weighted(const ef::Tensor<T, 3>& qkv,
+                                                                    const nn::FusedAttentionOptions& o,
+                                                                    const ef::Tensor<bool, 2>* mask) {
+  ef::Tensor<T, 4> w;
+  auto weighted = nn::fused_attention(qkv, o, {.key_padding_mask = mask, .weights = &w});
+  return {nn::fused_attention(qkv, o, {.key_padding_mask = mask}), std::move(weighted)};
+}
+
+}  // namespace
+
+// The streaming path computes the same softmax as the weights path in another order: exp relative to a
+// running maximum with one rescale per key block, sums and the weights-values product accumulated block by
+// block. Each output is a convex combination of values; the order changes each weight by a few roundings
+// (Eigen's exp 1-2 ulp, one rescale per key block, the sum of the normaliser), so the output moves by a few
+// ulps of max |v| (~4 for these normal values): float 2e-6 absolute + 1e-5 relative is ~8 ulps of 4 (the
+// largest difference seen is below 1e-6); double 1e-13 + 1e-12 relative is the same margin at 2^-52.
+// Sequence lengths cover one short block (5), exactly one query block (96), a second block of 5 rows (101,
+// whose product goes to Eigen rather than the packed kernel) and four query blocks walking two key blocks
+// (300); batch row 1 is padded, and in the fully padded cases every key of batch row 1 is hidden (zeros with
+// -inf; uniform weights with -1e9).
+TEST_CASE_TEMPLATE("fused_attention: the streaming inference path equals the weights path", T, float, double) {
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12, atol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
+  ef::manual_seed(48);
+  std::size_t ran = 0;
+  for (const index_t t : {5, 96, 101, 300}) {
+    const auto qkv = ef::randn<T>({2, t, 3 * 3 * 8});  // 3 heads of 8
+    auto padded = ef::ones<bool>(ef::Shape<2>{2, t});
+    for (index_t j = 0; j < t; j += 3) padded(1, j) = false;  // every third key of sequence 1, the first included
+    auto fully_padded = ef::ones<bool>(ef::Shape<2>{2, t});
+    for (index_t j = 0; j < t; ++j) fully_padded(1, j) = false;
+    const ef::Tensor<bool, 2>* masks[] = {nullptr, &padded, &fully_padded};
+    for (const bool causal : {false, true})
+      for (const double masked : {-inf, -1e9})
+        for (const ef::Tensor<bool, 2>* mask : masks) {
+          INFO("T " << t << ", causal " << causal << ", masked value " << masked << ", mask "
+                    << (mask == nullptr ? "none" : mask == &padded ? "padded" : "fully padded row"));
+          const auto [streamed, weighted] =
+              streamed_and_weighted(qkv, {.num_heads = 3, .causal = causal, .masked_value = masked}, mask);
+          check_tensors_close(streamed, weighted, rtol, atol, "streamed output");
+          if (mask == &fully_padded && masked == -inf)  // the weights path's zeros, exactly
+            check_tensors_close(streamed.select(0, 1), ef::zeros<T>(ef::Shape<2>{t, 24}), 0, 0, "fully padded row");
+          ++ran;
+        }
+  }
+  check_ran(ran, 4 * 2 * 2 * 3, "streaming cases");
+}
+
+// Prefill, a prompt after cached tokens (causal offset) and decode steps through the cache, streaming, equal
+// the full forward on the weights path, to the tolerances of the test above; a prefill of 290 tokens walks
+// several query and key blocks.
+TEST_CASE_TEMPLATE("KV cache: streaming prefill, prompt and decode steps equal the full forward", T, float, double) {
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12, atol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
+  ef::manual_seed(49);
+  const index_t b = 2, t = 300, heads = 2, hs = 8;
+  const auto qkv = ef::randn<T>({b, t, 3 * heads * hs});
+  auto pad = ef::ones<bool>(ef::Shape<2>{b, t});
+  for (index_t j = 1; j < t; j += 4) pad(1, j) = false;
+  for (const bool with_mask : {false, true}) {
+    INFO("key padding mask: " << with_mask);
+    const nn::FusedAttentionOptions o{.num_heads = heads, .causal = true};
+    ef::Tensor<T, 4> w;
+    const auto full = nn::fused_attention(qkv, o, {.key_padding_mask = with_mask ? &pad : nullptr, .weights = &w});
+    nn::LayerKVCache<T> cache(b, heads, t, hs);
+    index_t past = 0;
+    for (const index_t tn : {290, 8, 1, 1}) {
+      const auto mask = pad.narrow(1, 0, past + tn);
+      const auto y = nn::fused_attention(qkv.narrow(1, past, tn).contiguous(), o,
+                                         {.key_padding_mask = with_mask ? &mask : nullptr, .cache = &cache});
+      check_tensors_close(y, full.narrow(1, past, tn), rtol, atol, "rows from " + std::to_string(past));
+      past += tn;
+    }
+    CHECK(cache.length() == t);
+  }
+}
+
+TEST_CASE("fused_attention: the streaming path gives identical bits with 1, 2 and 3 threads") {
+  const int saved_threads = ef::get_num_threads();
+  ef::manual_seed(50);
+  const auto qkv = ef::randn<float>({2, 300, 3 * 4 * 16});
+  const auto pad = ef::rand<float>({2, 300}) < 0.8;
+  std::vector<std::vector<float>> runs;
+  for (const int threads : {1, 2, 3}) {
+    ef::set_num_threads(threads);
+    std::vector<float> all;
+    for (const bool causal : {false, true}) {
+      const auto y = nn::fused_attention(qkv, {.num_heads = 4, .causal = causal}, {.key_padding_mask = &pad});
+      const auto v = y.to_vector();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    nn::LayerKVCache<float> cache(2, 4, 300, 16);
+    for (const index_t tn : {280, 20}) {
+      const auto v = nn::fused_attention(qkv.narrow(1, cache.length(), tn).contiguous(), {.num_heads = 4, .causal = true},
+                                         {.cache = &cache}).to_vector();
+      all.insert(all.end(), v.begin(), v.end());
     }
     runs.push_back(std::move(all));
   }

@@ -127,3 +127,40 @@ TEST_CASE("LayerNorm: parameters, eval mode and bad input") {
   CHECK_THROWS_EXACTLY(ln.backward(ef::zeros<float>({2, 12})), std::logic_error);
   CHECK_THROWS_EXACTLY(nn::LayerNorm<float>(0), std::invalid_argument);
 }
+
+// add_forward runs the same float operations as the add followed by forward (the sum rounded to T, then the
+// same double statistics), only in one pass over each row: the bits are equal, so the tolerance is 0. The
+// recording form is the add and forward themselves, so its backward is LayerNorm's backward of the sum.
+TEST_CASE_TEMPLATE("LayerNorm.add_forward = x + residual then forward, bit for bit; x holds the sum", T, float, double) {
+  ef::manual_seed(51);
+  nn::LayerNorm<T> ln(24);
+  ln.weight->data.copy_(ef::randn<T>({24}));
+  ln.bias->data.copy_(ef::randn<T>({24}));
+  const auto a = ef::randn<T>({3, 5, 24}) * T(3), r = ef::randn<T>({3, 5, 24}) + T(2);
+  const auto sum = a + r;
+  for (const bool training : {false, true}) {
+    INFO("training " << training);
+    ln.train(training);
+    const auto expected = ln.forward(sum);
+    auto x = a.clone();
+    const auto y = ln.add_forward(x, r);
+    check_tensors_close(y, expected, 0, 0, "add_forward");
+    check_tensors_close(x, sum, 0, 0, "x += residual");
+  }
+  const auto g = ef::randn<T>({3, 5, 24});
+  const auto dx = ln.backward(g);  // of the recording add_forward above
+  ln.forward(sum);
+  check_tensors_close(dx, ln.backward(g), 0, 0, "backward");
+  {
+    ef::InferenceMode inference;  // inference in training mode: the one-pass form too
+    auto x = a.clone();
+    check_tensors_close(ln.add_forward(x, r), ln.forward(sum), 0, 0, "InferenceMode");
+  }
+  ln.eval();
+  auto strided = a.transpose(0, 1).contiguous().transpose(0, 1);  // not contiguous: the add, then forward
+  check_tensors_close(ln.add_forward(strided, r), ln.forward(sum), 0, 0, "non-contiguous input");
+  auto x = a.clone();
+  CHECK_THROWS_WITH_EXACTLY(ln.add_forward(x, r.narrow(1, 0, 4)),
+                            "LayerNorm.add_forward: input [3, 5, 24] and residual [3, 4, 24] differ in shape",
+                            ef::shape_error);
+}

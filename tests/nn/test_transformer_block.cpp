@@ -152,7 +152,8 @@ TEST_CASE("TransformerBlock: an eval forward writes nothing; forward_with_weight
     CHECK_FALSE(p.has_grad());
   }
   const auto [y, w] = m.forward_with_weights(x);
-  check_tensors_close(m.forward(x), y, 0, 0, "same output");
+  // forward streams its attention (no weights formed): the same output to rounding (see test_attention.cpp).
+  check_tensors_close(m.forward(x), y, 1e-5, 2e-6, "same output");
   CHECK(w.shape() == ef::Shape<4>{2, 3, 5, 5});
   std::vector<float> after;
   for (auto& p : m.named_parameters()) {

@@ -328,8 +328,8 @@ class BertResidualOutput : public nn::Module<T> {
 
   Tensor<T, 3> forward(const Tensor<T, 3>& h, const Tensor<T, 3>& input) const {
     auto y = dropout.forward(dense.forward(h));
-    detail::add_into(y, input);
-    return pre_layer_norm_ ? y : LayerNorm.forward(y);
+    if (pre_layer_norm_) return detail::add_into(y, input);
+    return LayerNorm.add_forward(y, input);  // the sum and its LayerNorm in one pass in inference
   }
 
   // {dL/dh, dL/dinput} from dL/dy.

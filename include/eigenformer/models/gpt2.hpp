@@ -279,16 +279,15 @@ class GPT2Block : public nn::Module<T> {
   }
 
   // `weights`: as GPT2Attention::forward's.
+  // h = x + attn and ln_2(h) in one pass (add_forward).
   Tensor<T, 3> forward(const Tensor<T, 3>& x, Tensor<T, 4>* weights = nullptr) const {
     auto h = attn.forward(ln_1.forward(x), weights);
-    detail::add_into(h, x);
-    auto y = mlp.forward(ln_2.forward(h));
+    auto y = mlp.forward(ln_2.add_forward(h, x));
     return detail::add_into(y, h);
   }
   Tensor<T, 3> forward_cached(const Tensor<T, 3>& x, nn::LayerKVCache<T>& cache) const {
     auto h = attn.forward_cached(ln_1.forward(x), cache);
-    detail::add_into(h, x);
-    auto y = mlp.forward_inference(ln_2.forward(h));
+    auto y = mlp.forward_inference(ln_2.add_forward(h, x));
     return detail::add_into(y, h);
   }
   // The residual connections pass the gradient straight through; each sublayer adds its own part.

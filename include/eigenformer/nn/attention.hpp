@@ -57,13 +57,21 @@
 // order, scaled by 1 / (1 - p). The whole mask is drawn before the parallel part, so the draws do not depend
 // on the thread count.
 //
-// Threads: the (batch, head) problems run through backend::parallel_for. Each one writes only its own
-// columns of the output (and its own cache rows), and every sum inside a problem is computed by one thread,
-// so results are bit-identical for every thread count. Products go through backend::gemm, which reads the
-// strided query/key/value columns of qkv and k^T in place.
+// Two paths compute this. A call that asks for the weights, records a backward context or applies dropout
+// forms the (Tq, Tk) scores and weights of each problem (the "weights path"). Any other call -- inference:
+// eval mode, InferenceMode, every cached forward -- streams: blocks of queries against blocks of keys with
+// an online softmax, never holding more than a score tile, skipping the key blocks the causal mask hides
+// (see "streaming attention" below). The two agree to rounding (a few float ulps of the output).
+//
+// Threads: the (batch, head) problems -- (batch, head, query block) units when streaming -- run through
+// backend::parallel_for. Each one writes only its own rows and columns of the output (the cache rows are
+// written before), and every sum inside a unit is computed by one thread, so results are bit-identical for
+// every thread count. Products go through backend::gemm, which reads the strided query/key/value columns of
+// qkv and k^T in place.
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -397,6 +405,139 @@ ScoreRule<T> score_rule(double divisor, double masked_value, bool causal, index_
   return ScoreRule<T>{static_cast<T>(divisor), static_cast<T>(masked_value), causal, causal_offset};
 }
 
+// ---- streaming attention: inference without the (Tq, Tk) weights ------------------------------------------
+//
+// When nothing asks for the weights (no `weights` out-parameter, no backward context, no dropout), each
+// problem is cut into blocks of stream_query_rows queries, and each query block walks the keys in blocks,
+// keeping per query row a running maximum m, a running sum l of exp(score - m) and an output accumulator o,
+// rescaled by exp(m_old - m_new) whenever the maximum grows (the online softmax of flash attention):
+//
+//   s = q_blk k_blk^T / divisor, masked         (rows, keys of the block)
+//   m' = max(m, rowmax s);  p = exp(s - m');    l = l exp(m - m') + rowsum p;  o = o exp(m - m') + p v_blk
+//   out = o / l                                  (l = 0: every key masked; out = 0, as the weights path gives)
+//
+// The working set is one (rows, key block) score tile instead of the (Tq, Tk) weights and scores. With the
+// causal mask and masked_value -inf, key blocks wholly above the diagonal are never computed and only the
+// blocks that cross it are masked. (A finite masked_value makes a fully masked row's weights uniform over all
+// Tk keys, the causally hidden ones included, so then every block is visited.)
+//
+// Against the weights path only rounding differs: the scores are the same products of the same rows, but
+// exp is taken relative to a running maximum with a rescale per key block, l and o are summed block by
+// block, and an unmasked score more than 87 below its row's maximum gets Eigen's exp (~1e-38) where the
+// tensor softmax calls libm (a denormal): nothing that survives the sum with the maximum's exp(0) = 1.
+// Every unit (problem, query block) is computed whole by one thread, in a fixed order.
+
+// Query rows per streaming unit, the unit of parallel work next to (batch, head): a multiple of the packed
+// kernel's register rows (12 with AVX-512, 6 with AVX2), so that no register block runs half empty.
+inline constexpr index_t stream_query_rows = 96;
+// Elements of one score tile, query rows times keys: 96 x 256 floats are 96 KB, which stays in L2 between
+// the two products. Each key block repacks the query block for the product, so long key blocks repack it
+// least; 256 keys measured best against 64 and 128 (GPT-2 small's heads at 512 tokens, causal and not),
+// although under the causal mask a longer block wastes more of the diagonal. A decode step's single query
+// row takes all its keys in one block.
+inline constexpr index_t stream_tile_elements = stream_query_rows * 256;
+
+// The handles of one (batch, head) problem: q (Tq, HS), k (Tk, HS), v (Tk, HSv) any 2-D views, out (Tq, HSv)
+// with unit column stride.
+template <typename T>
+struct ProblemViews {
+  Tensor<T, 2> q, k, v, out;
+  MaskView mask;
+};
+
+// Query rows [q0, q0 + rows) of one problem, rows = q.shape()[0]; q and out are those rows' views. The key
+// block is tile's width; row_max and row_sum hold `rows` values.
+template <typename T>
+void attention_rows_streaming(const Tensor<T, 2>& q, index_t q0, const Tensor<T, 2>& k, const Tensor<T, 2>& v,
+                              Tensor<T, 2>& out, const MaskView& mask, const ScoreRule<T>& rule, Tensor<T, 2>& tile,
+                              T* row_max, T* row_sum) {
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  const index_t rows = q.shape()[0], tk = k.shape()[0], hsv = v.shape()[1];
+  const index_t kb = tile.shape()[1], ldo = out.strides()[0];
+  auto out_row = [&](index_t i) { return Eigen::Map<Arr>(out.data() + i * ldo, hsv); };
+  // Dividing by a power of two (sqrt(HS) for HS = 4, 16, 64, 256) is exact, and so is multiplying by its
+  // inverse: the product applies it as its alpha, the same bits without a pass over the tile.
+  int exponent = 0;
+  const bool scale_in_product = std::frexp(rule.divisor, &exponent) == T(0.5);
+  // Keys past the last one the block's last row sees are skipped, not masked.
+  const index_t key_end =
+      rule.causal && rule.masked == neg_inf ? std::clamp<index_t>(q0 + rows + rule.causal_offset, 0, tk) : tk;
+  if (key_end == 0) {  // no key at all: zeros, as the weights path gives
+    for (index_t i = 0; i < rows; ++i) out_row(i).setZero();
+    return;
+  }
+  std::fill(row_max, row_max + rows, neg_inf);
+  std::fill(row_sum, row_sum + rows, T(0));
+  for (index_t k0 = 0; k0 < key_end; k0 += kb) {
+    const index_t nk = std::min(kb, key_end - k0);
+    auto s = view2(tile.storage(), tile.data(), rows, nk, kb, 1);
+    backend::gemm(q, k.narrow(0, k0, nk).t(), s, scale_in_product ? T(1) / rule.divisor : T(1), T(0), {},
+                  backend::Tiling::calling_thread);
+    for (index_t i = 0; i < rows; ++i) {
+      T* srow = tile.data() + i * kb;
+      Eigen::Map<Arr> sr(srow, nk);
+      if (!scale_in_product) sr /= rule.divisor;
+      // Masked keys: the causal ones from `hidden` on (only where the block crosses this row's diagonal),
+      // and the padding the mask hides before that.
+      const index_t hidden = rule.causal ? std::clamp<index_t>(q0 + i + rule.causal_offset + 1 - k0, 0, nk) : nk;
+      const bool* m = mask.p ? mask.p + (q0 + i) * mask.rs + k0 * mask.cs : nullptr;
+      auto fill_masked_keys = [&](T value) {
+        std::fill(srow + hidden, srow + nk, value);
+        if (m)
+          for (index_t j = 0; j < hidden; ++j)
+            if (!m[j * mask.cs]) srow[j] = value;
+      };
+      fill_masked_keys(rule.masked);
+      const T m_old = row_max[i], m_new = std::max(m_old, sr.maxCoeff());
+      if (m_new == neg_inf) {  // nothing visible to this row yet: the block adds nothing
+        sr.setZero();
+        continue;
+      }
+      sr = (sr - m_new).exp();
+      // Exactly 0 for the masked keys (Eigen's exp of -inf is ~1e-38), unless they are all this row has seen
+      // (a finite masked_value: then they share the weight, exp(0) each).
+      if (m_new != rule.masked) fill_masked_keys(T(0));
+      const T rescale = m_old == neg_inf ? T(0) : std::exp(m_old - m_new);
+      row_sum[i] = row_sum[i] * rescale + sr.sum();
+      row_max[i] = m_new;
+      if (k0 > 0 && rescale != T(1)) out_row(i) *= rescale;
+    }
+    backend::gemm(s, v.narrow(0, k0, nk), out, T(1), k0 == 0 ? T(0) : T(1), {}, backend::Tiling::calling_thread);
+  }
+  for (index_t i = 0; i < rows; ++i)
+    if (row_sum[i] > T(0)) out_row(i) /= row_sum[i];
+}
+
+// Every problem's output by streaming; problem(n) returns the ProblemViews of problem n < problems. The units
+// (query block, problem) go to the pool the last query blocks first: under the causal mask they see the most
+// keys, so the chunks left for the end are the short ones.
+template <typename T, class Problem>
+void attention_streaming(index_t problems, index_t tq, index_t tk, index_t hs, index_t hsv, const ScoreRule<T>& rule,
+                         Problem&& problem) {
+  if (problems == 0 || tq == 0) return;
+  const index_t blocks = (tq - 1) / stream_query_rows + 1, rows_max = std::min(tq, stream_query_rows);
+  const index_t kb = stream_tile_elements / rows_max;
+  backend::parallel_for(problems * blocks, attention_grain(rows_max, tk, hs, hsv), [&](index_t begin, index_t end) {
+    // One buffer per thread, kept (no allocation per call once it is large enough): the score tile, then
+    // the running maxima and sums. Tensor storage is 64-byte aligned and the tile's rows lie whole numbers
+    // of cache lines apart, so Eigen's row sums group their terms the same way on every thread.
+    static thread_local Tensor<T, 1> buffer;
+    const index_t need = rows_max * (kb + 2);
+    if (buffer.numel() < need) buffer = Tensor<T, 1>::empty({need});
+    auto tile = view2(buffer.storage(), buffer.data(), rows_max, kb, kb, 1);
+    T* row_max = buffer.data() + rows_max * kb;
+    for (index_t u = begin; u < end; ++u) {
+      const index_t n = u % problems, q0 = (blocks - 1 - u / problems) * stream_query_rows;
+      const index_t rows = std::min(stream_query_rows, tq - q0);
+      const ProblemViews<T> p = problem(n);
+      auto out = p.out.narrow(0, q0, rows);
+      attention_rows_streaming(p.q.narrow(0, q0, rows), q0, p.k, p.v, out, p.mask, rule, tile, row_max,
+                               row_max + rows_max);
+    }
+  });
+}
+
 template <floating_element T, std::size_t R>
 Tensor<T, R> sdpa_forward(const char* op, const Tensor<T, R>& q, const Tensor<T, R>& k, const Tensor<T, R>& v,
                           const Tensor<bool, R>* mask, const AttentionOptions& opt, AttentionContext<T, R>* ctx,
@@ -478,31 +619,51 @@ Tensor<T, 3> fused_attention(const Tensor<T, 3>& qkv, const FusedAttentionOption
                       shape_string(Shape<2>{b, tk}) + ")");
   const double divisor = options.scale ? 1.0 / *options.scale : std::sqrt(static_cast<double>(hs));
   const auto keep = detail::dropout_keep<T>(op, options.dropout_p, Shape<4>{b, nh, tn, tk}, current_generator());
-  auto w = Tensor<T, 4>::empty({b, nh, tn, tk});
   auto merged = Tensor<T, 3>::empty({b, tn, c});
   const auto rule = detail::score_rule<T>(divisor, options.masked_value, options.causal, past);
   const index_t s0 = qkv.strides()[0], s1 = qkv.strides()[1], s2 = qkv.strides()[2];
+  // Problem n = (batch bi, head h): its query, key and value columns of qkv (keys and values from the cache
+  // when there is one), its columns of merged, its sequence's mask.
+  auto problem = [&](index_t n) {
+    const index_t bi = n / nh, h = n % nh;
+    const T* row0 = qkv.data() + bi * s0 + h * hs * s2;
+    detail::ProblemViews<T> p{detail::view2(qkv.storage(), row0, tn, hs, s1, s2),
+                              detail::view2(qkv.storage(), row0 + c * s2, tn, hs, s1, s2),
+                              detail::view2(qkv.storage(), row0 + 2 * c * s2, tn, hs, s1, s2),
+                              detail::view2(merged.storage(), merged.data() + bi * tn * c + h * hs, tn, hs, c, 1),
+                              {}};
+    if (cache) {
+      p.k = cache->keys.select(0, bi).select(0, h).narrow(0, 0, tk);
+      p.v = cache->values.select(0, bi).select(0, h).narrow(0, 0, tk);
+    }
+    if (mask) p.mask = {mask->data() + bi * mask->strides()[0], 0, mask->strides()[1]};
+    return p;
+  };
+  if (cache)  // the new keys and values first: every query block of a problem reads them
+    backend::parallel_for(b * nh, detail::attention_grain(tn, 1, hs, hs), [&](index_t begin, index_t end) {
+      for (index_t n = begin; n < end; ++n) {
+        const index_t bi = n / nh, h = n % nh;
+        const T* row0 = qkv.data() + bi * s0 + h * hs * s2;
+        cache->keys.select(0, bi).select(0, h).narrow(0, past, tn).copy_(
+            detail::view2(qkv.storage(), row0 + c * s2, tn, hs, s1, s2));
+        cache->values.select(0, bi).select(0, h).narrow(0, past, tn).copy_(
+            detail::view2(qkv.storage(), row0 + 2 * c * s2, tn, hs, s1, s2));
+      }
+    });
+  // Inference that does not look at the weights never forms them.
+  if (!extras.weights && !extras.context && !keep) {
+    detail::attention_streaming<T>(b * nh, tn, tk, hs, hs, rule, problem);
+    if (cache) detail::KVCacheAccess::advance(*cache, tn);
+    return merged;
+  }
+  auto w = Tensor<T, 4>::empty({b, nh, tn, tk});
   backend::parallel_for(b * nh, detail::attention_grain(tn, tk, hs, hs), [&](index_t begin, index_t end) {
     auto scratch = Tensor<T, 2>::empty({tn, tk});
     for (index_t n = begin; n < end; ++n) {
-      const index_t bi = n / nh, h = n % nh;
-      const T* row0 = qkv.data() + bi * s0 + h * hs * s2;
-      const auto q = detail::view2(qkv.storage(), row0, tn, hs, s1, s2);
-      auto k = detail::view2(qkv.storage(), row0 + c * s2, tn, hs, s1, s2);
-      auto v = detail::view2(qkv.storage(), row0 + 2 * c * s2, tn, hs, s1, s2);
-      if (cache) {  // this problem's own rows of the cache: written by this chunk only
-        auto kc = cache->keys.select(0, bi).select(0, h), vc = cache->values.select(0, bi).select(0, h);
-        kc.narrow(0, past, tn).copy_(k);
-        vc.narrow(0, past, tn).copy_(v);
-        k = kc.narrow(0, 0, tk);
-        v = vc.narrow(0, 0, tk);
-      }
+      auto p = problem(n);
       auto ws = detail::view2(w.storage(), w.data() + n * tn * tk, tn, tk, tk, 1);
-      auto os = detail::view2(merged.storage(), merged.data() + bi * tn * c + h * hs, tn, hs, c, 1);
-      detail::MaskView mv;
-      if (mask) mv = {mask->data() + bi * mask->strides()[0], 0, mask->strides()[1]};
-      detail::attention_problem_forward(q, k, v, ws, os, keep ? keep->data() + n * tn * tk : nullptr, mv, rule,
-                                        scratch);
+      detail::attention_problem_forward(p.q, p.k, p.v, ws, p.out, keep ? keep->data() + n * tn * tk : nullptr, p.mask,
+                                        rule, scratch);
     }
   });
   if (cache) detail::KVCacheAccess::advance(*cache, tn);

@@ -2,6 +2,7 @@
 // variance (divide by C) of each row, as PyTorch computes it.
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -66,34 +67,46 @@ class LayerNorm : public Module<T> {
     }
     T* mean_out = record ? mean->data() : nullptr;
     T* rstd_out = record ? rstd->data() : nullptr;
-    const T* w = weight ? weight->data.data() : nullptr;
-    const T* b = bias ? bias->data.data() : nullptr;
     backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
-      for (index_t i = begin; i < end; ++i) {
-        const T* xr = xc.data() + i * c;
-        // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
-        const double m = backend::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) /
-                         static_cast<double>(c);
-        const double v = backend::sum_in_double(c, [xr, m](index_t j) {
-                           const double d = static_cast<double>(xr[j]) - m;
-                           return d * d;
-                         }) / static_cast<double>(c);
-        const T mu = static_cast<T>(m);
-        const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
-        if (mean_out) {
-          mean_out[i] = mu;
-          rstd_out[i] = rs;
-        }
-        T* yr = y.data() + i * c;
-        for (index_t j = 0; j < c; ++j) {
-          const T xhat = (xr[j] - mu) * rs;
-          yr[j] = (w ? xhat * w[j] : xhat) + (b ? b[j] : T(0));
-        }
-      }
+      for (index_t i = begin; i < end; ++i)
+        normalize_row(xc.data() + i * c, y.data() + i * c, mean_out ? mean_out + i : nullptr,
+                      rstd_out ? rstd_out + i : nullptr);
     });
     if (record)
       this->save_for_backward(Context{xc, *mean, *rstd, std::vector<index_t>(x.shape().begin(), x.shape().end())});
     return y.view(x.shape());
+  }
+
+  // The residual connection and this layer in one: x += residual in place, then forward(x) -- the post-LN
+  // block's LayerNorm(sublayer + input) and a pre-LN block's h = x + sublayer, ln(h), with x the sublayer's
+  // fresh output. Inference does it in one pass over each row (the sum, then its statistics while the row
+  // is in cache); the sum is rounded to T before the statistics, as the separate add would, so the result
+  // is the same bits as `x += residual; forward(x)`, which is what a recording forward runs. Throws
+  // shape_error when the shapes differ.
+  template <std::size_t R>
+  Tensor<T, R> add_forward(Tensor<T, R>& x, const Tensor<T, R>& residual) const {
+    if (x.shape() != residual.shape())
+      throw shape_error("LayerNorm.add_forward: input " + shape_string(x.shape()) + " and residual " +
+                        shape_string(residual.shape()) + " differ in shape");
+    if (this->records_for_backward() || !x.is_contiguous() || !residual.is_contiguous() || x.shape()[R - 1] != size_) {
+      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+      if (x.is_contiguous() && residual.is_contiguous())
+        Eigen::Map<Arr>(x.data(), x.numel()) += Eigen::Map<const Arr>(residual.data(), residual.numel());
+      else
+        x = x + residual;
+      return forward(x);
+    }
+    const index_t n = x.numel() / size_, c = size_;
+    auto y = Tensor<T, R>::empty(x.shape());
+    backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) {
+        T* xr = x.data() + i * c;
+        const T* rr = residual.data() + i * c;
+        for (index_t j = 0; j < c; ++j) xr[j] += rr[j];
+        normalize_row(xr, y.data() + i * c, nullptr, nullptr);
+      }
+    });
+    return y;
   }
 
   // With xhat = (x - mean) * rstd and g = grad_output * weight, per row:
@@ -168,6 +181,29 @@ class LayerNorm : public Module<T> {
     Tensor<T, 1> rstd;  // (N)
     std::vector<index_t> shape;
   };
+  // y = (x - mean) * rstd * weight + bias for one row of C values; mean and rstd stored when asked for.
+  void normalize_row(const T* xr, T* yr, T* mean_out, T* rstd_out) const {
+    const index_t c = size_;
+    // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
+    const double m = backend::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) /
+                     static_cast<double>(c);
+    const double v = backend::sum_in_double(c, [xr, m](index_t j) {
+                       const double d = static_cast<double>(xr[j]) - m;
+                       return d * d;
+                     }) / static_cast<double>(c);
+    const T mu = static_cast<T>(m);
+    const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
+    if (mean_out) {
+      *mean_out = mu;
+      *rstd_out = rs;
+    }
+    const T* w = weight ? weight->data.data() : nullptr;
+    const T* b = bias ? bias->data.data() : nullptr;
+    for (index_t j = 0; j < c; ++j) {
+      const T xhat = (xr[j] - mu) * rs;
+      yr[j] = (w ? xhat * w[j] : xhat) + (b ? b[j] : T(0));
+    }
+  }
   // Rows per chunk: about 16k elements, so a small batch stays in one chunk.
   static index_t row_grain(index_t c) { return std::max<index_t>(1, 16384 / std::max<index_t>(c, 1)); }
 

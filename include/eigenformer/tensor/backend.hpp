@@ -689,11 +689,16 @@ void add_column_sums(const Tensor<T, 2>& g, T* out) {
   });
 }
 
+// How gemm cuts its output: into tiles for the pool (plan_gemm), or whole on the calling thread, for a caller
+// that already runs many small products in parallel (the attention core's streaming units): there the tiles
+// run one after another anyway, and each would pack its operands once more.
+enum class Tiling { pool, calling_thread };
+
 // c = act(alpha * a b + beta * c + bias). Throws shape_error naming all three shapes when they disagree.
 // c must not overlap a or b. With beta == 0, c's old contents are ignored (NaN included), as in BLAS.
 template <floating_element T>
 void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha = T(1), T beta = T(0),
-          const Epilogue<T>& epilogue = {}) {
+          const Epilogue<T>& epilogue = {}, Tiling tiling = Tiling::pool) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (b.shape()[0] != k || c.shape()[0] != m || c.shape()[1] != n)
     throw shape_error("gemm: " + shape_string(a.shape()) + " x " + shape_string(b.shape()) + " -> " +
@@ -718,7 +723,7 @@ void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha
                                   epilogue.activation);
     }
   }
-  const auto plan = detail::plan_gemm<T>(m, n, k);
+  const auto plan = tiling == Tiling::pool ? detail::plan_gemm<T>(m, n, k) : detail::GemmPlan{m, n, m, n, 1, 1};
   parallel_for(plan.tiles(), 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t)
       detail::gemm_tile(plan, t, k, ao, bo, c.data(), ldc, alpha, beta, bias, epilogue.activation);
