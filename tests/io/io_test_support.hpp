@@ -15,6 +15,7 @@
 
 #include <eigenformer/io.hpp>
 
+#include "support/files.hpp"
 #include "support/paths.hpp"
 
 namespace eftest {
@@ -52,11 +53,6 @@ class ScratchDir {
   fs::path path_;
 };
 
-inline std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + p.string());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 inline void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);

@@ -22,13 +22,6 @@ namespace nn = eigenformer::nn;
 
 namespace {
 
-template <typename T>
-std::vector<std::vector<T>> parameter_values(nn::Module<T>& m) {
-  std::vector<std::vector<T>> out;
-  for (const auto& p : m.named_parameters()) out.push_back(p.data.to_vector());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE_TEMPLATE("state_dict: an nn::Linear saved and loaded into another is equal bit for bit", T, float, double) {

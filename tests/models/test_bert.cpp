@@ -18,7 +18,7 @@ namespace {
 
 // A configuration small enough for finite differences over every parameter, with odd sizes so that a
 // transposed or mis-split weight cannot go unnoticed.
-models::BertConfig tiny_config() {
+models::BertConfig tiny_bert_config() {
   models::BertConfig c;
   c.vocab_size = 11;
   c.hidden_size = 6;
@@ -77,7 +77,7 @@ void check_all_parameters(Model& m, Forward forward, Backward backward) {
 TEST_CASE("BertModel: backward matches central finite differences (double), every parameter") {
   for (const bool pre_ln : {false, true}) {
     INFO("pre_layer_norm " << pre_ln);
-    auto cfg = tiny_config();
+    auto cfg = tiny_bert_config();
     cfg.pre_layer_norm = pre_ln;
     ef::manual_seed(11);
     models::BertModel<double> m(cfg);
@@ -103,7 +103,7 @@ TEST_CASE("BertModel: backward matches central finite differences (double), ever
 }
 
 TEST_CASE("BertForMaskedLM: backward matches central finite differences (double), tied decoder included") {
-  auto cfg = tiny_config();
+  auto cfg = tiny_bert_config();
   cfg.hidden_act = "gelu_new";
   ef::manual_seed(12);
   models::BertForMaskedLM<double> m(cfg);
@@ -115,7 +115,7 @@ TEST_CASE("BertForMaskedLM: backward matches central finite differences (double)
 TEST_CASE("BertForSequenceClassification: backward matches central finite differences (double), both layouts") {
   for (const bool pre_ln : {false, true}) {
     INFO("pre_layer_norm " << pre_ln);
-    auto cfg = tiny_config();
+    auto cfg = tiny_bert_config();
     cfg.pre_layer_norm = pre_ln;
     cfg.add_pooling_layer = !pre_ln;  // the seed's classifier reads the raw [CLS] state
     cfg.hidden_act = pre_ln ? "relu" : "gelu";
@@ -129,7 +129,7 @@ TEST_CASE("BertForSequenceClassification: backward matches central finite differ
 }
 
 TEST_CASE("BertForSequenceClassification: the loss and its gradient") {
-  auto cfg = tiny_config();
+  auto cfg = tiny_bert_config();
   ef::manual_seed(14);
   models::BertForSequenceClassification<double> m(cfg);
   randomize(m);
@@ -170,7 +170,7 @@ TEST_CASE("BertForSequenceClassification: the loss and its gradient") {
     }
   }
   // Regression (num_labels 1): the mean squared error, as Hugging Face's problem_type "regression".
-  auto rc = tiny_config();
+  auto rc = tiny_bert_config();
   rc.num_labels = 1;
   models::BertForSequenceClassification<double> r(rc);
   r.eval();
@@ -180,7 +180,7 @@ TEST_CASE("BertForSequenceClassification: the loss and its gradient") {
 }
 
 TEST_CASE("BERT: a padded batch gives every sentence what it gets alone") {
-  auto cfg = tiny_config();
+  auto cfg = tiny_bert_config();
   cfg.max_position_embeddings = 12;
   ef::manual_seed(15);
   models::BertForSequenceClassification<float> cls(cfg);
@@ -213,7 +213,7 @@ TEST_CASE("BERT: a padded batch gives every sentence what it gets alone") {
 }
 
 TEST_CASE("BERT: Hugging Face's names and the module tree") {
-  auto cfg = tiny_config();
+  auto cfg = tiny_bert_config();
   cfg.pad_token_id = 0;
   models::BertForMaskedLM<float> mlm(cfg);
   std::vector<std::string> names;
@@ -261,7 +261,7 @@ TEST_CASE("BERT: Hugging Face's names and the module tree") {
 }
 
 TEST_CASE("BERT: bad input and bad configs name what is wrong") {
-  auto cfg = tiny_config();
+  auto cfg = tiny_bert_config();
   models::BertForSequenceClassification<float> m(cfg);
   m.eval();
   CHECK_THROWS_WITH_EXACTLY(m.forward(ef::tensor<std::int64_t>({{2, 11, 3}})),
@@ -313,7 +313,7 @@ TEST_CASE("BERT: bad input and bad configs name what is wrong") {
 }
 
 TEST_CASE("BERT: inference gives the same bits on 1 and 2 threads, and training forwards match eval without dropout") {
-  auto cfg = tiny_config();
+  auto cfg = tiny_bert_config();
   cfg.hidden_size = 24;
   cfg.num_attention_heads = 4;
   cfg.intermediate_size = 40;

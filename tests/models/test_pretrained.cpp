@@ -54,13 +54,6 @@ void write_dir(const ScratchDir& dir, const io::TensorDict& tensors, const json*
 
 json tiny_config() { return json::parse(read_bytes(tiny_dir / "config.json")); }
 
-template <typename T>
-std::vector<std::vector<T>> parameter_values(ef::nn::Module<T>& m) {
-  std::vector<std::vector<T>> out;
-  for (const auto& p : m.named_parameters()) out.push_back(p.data.to_vector());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE_TEMPLATE("gpt2_from_pretrained: the official layout (no prefix, mask buffers, tied head) gives PyTorch's logits", T,

@@ -30,7 +30,7 @@ namespace {
 const fs::path mlm_dir = fs::path(EIGENFORMER_TEST_DATA_DIR) / "bert_tiny_mlm_hf";
 const fs::path cls_dir = fs::path(EIGENFORMER_TEST_DATA_DIR) / "bert_tiny_cls_hf";
 
-const json& bert_case(const std::string& name) {
+const json& hf_bert_case(const std::string& name) {
   static const json file = load_fixture("bert_tiny_hf_reference.json");
   for (const auto& c : file.at("cases"))
     if (c.at("name") == name) return c;
@@ -63,13 +63,6 @@ void write_dir(const ScratchDir& dir, const fs::path& from, const io::TensorDict
   if (config) write_bytes(dir / "config.json", config->dump(2));
   else fs::copy_file(from / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
   io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-}
-
-template <typename T>
-std::vector<std::vector<T>> parameter_values(ef::nn::Module<T>& m) {
-  std::vector<std::vector<T>> out;
-  for (const auto& p : m.named_parameters()) out.push_back(p.data.to_vector());
-  return out;
 }
 
 std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
@@ -107,7 +100,7 @@ TEST_CASE_TEMPLATE("bert_from_pretrained<BertForMaskedLM>: bert. keys, gamma/bet
                                                         "cls.seq_relationship.weight", "cls.seq_relationship.bias"});
   CHECK(contains(report.warnings(), "were not used when initializing BertForMaskedLM"));
 
-  const auto& c = bert_case("fill_mask");
+  const auto& c = hf_bert_case("fill_mask");
   const auto ids = to_tensor<std::int64_t, 2>(c.at("ids"));
   const auto logits = model.forward(ids);
   const auto row = logits.select(0, 0).select(0, c.at("mask_position").get<ef::index_t>()).contiguous();
@@ -138,14 +131,14 @@ TEST_CASE("bert_from_pretrained<BertForSequenceClassification>: weight/bias name
   CHECK(report.skipped.empty());
   CHECK(report.warnings().empty());
 
-  const auto& c = bert_case("classify");
+  const auto& c = hf_bert_case("classify");
   const auto logits = model.forward(to_tensor<std::int64_t, 2>(c.at("ids")), to_tensor<std::int64_t, 2>(c.at("attention_mask")));
   check_fixture(logits, c.at("logits"), 1e-5, 1e-5, "bert_tiny_cls_hf logits");
 }
 
 TEST_CASE("BertModel.forward with output_attentions: every layer's weights of a padded batch, as PyTorch's") {
   auto model = models::bert_from_pretrained<models::BertForSequenceClassification<float>>(cls_dir);
-  const auto& c = bert_case("classify");
+  const auto& c = hf_bert_case("classify");
   const auto ids = to_tensor<std::int64_t, 2>(c.at("ids"));
   const auto mask = to_tensor<std::int64_t, 2>(c.at("attention_mask"));
   const auto& expected = c.at("attentions");  // the first sentence's (1, NH, T, T) per layer
@@ -174,7 +167,7 @@ TEST_CASE("bert_from_pretrained<BertModel>: the pooler is loaded when the file h
   CHECK(report.newly_initialized.empty());
   CHECK(as_set(report.unused).count("cls.predictions.bias") == 1);
   CHECK(as_set(report.unused).count("cls.seq_relationship.weight") == 1);
-  const auto& c = bert_case("embed");
+  const auto& c = hf_bert_case("embed");
   const auto out = model.forward(to_tensor<std::int64_t, 2>(c.at("ids")));
   check_fixture(out.pooler_output, c.at("pooler_output"), 1e-5, 1e-5, "bert_tiny_mlm_hf pooler_output");
 
@@ -385,7 +378,7 @@ TEST_CASE("PretrainedBert: the model with vocab.txt and tokenizer_config.json's 
   CHECK(bert.tokenizer.do_lower_case());
   CHECK(bert.tokenizer.vocab_size() == 60);
   CHECK(bert.report.unused.size() == 4);
-  const auto& c = bert_case("embed");
+  const auto& c = hf_bert_case("embed");
   auto ids = bert.tokenizer.encode("Paris is a big city .", true);  // lower-cased as the file asks
   CHECK(ids == c.at("ids").at("data").get<std::vector<std::int64_t>>());
 

@@ -19,7 +19,6 @@ namespace tut = ef::nn::tutorial;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
 
 nn::AttentionOptions options_of(const json& c) {
   const auto& cfg = c.at("config");
@@ -198,7 +197,7 @@ TEST_CASE("scaled_dot_product_attention: backward matches central finite differe
   auto q = ef::randn<double>({2, 3, 4, 5}), k = ef::randn<double>({2, 3, 6, 5}), v = ef::randn<double>({2, 3, 6, 3});
   const auto pad = ef::tensor<bool>({{{{true, true, false, true, true, false}}}, {{{false, false, false, false, false, false}}}});
   const auto probe = ef::randn<double>({2, 3, 4, 3});
-  for (const double masked : {-inf, -1e9})
+  for (const double masked : {-inf<double>, -1e9})
     for (const double p : {0.0, 0.3}) {
       INFO("masked value " << masked << ", dropout " << p);
       nn::AttentionOptions o;
@@ -249,7 +248,7 @@ TEST_CASE("attention modules: backward matches central finite differences (doubl
     tut::CausalAttention<double> m(12, 6, 5, 0.0, true);
     check_module_gradients(m, x, plain_forward(), "CausalAttention");
   }
-  for (const double masked : {-inf, -1e9}) {
+  for (const double masked : {-inf<double>, -1e9}) {
     const nn::MultiHeadAttentionOptions o{.attn_dropout = 0, .out_dropout = 0, .causal = true, .masked_value = masked};
     auto f = [&pad](auto& mod, const auto& xx) { return mod.forward(xx, pad); };
     nn::MultiHeadAttention<double> fused(12, 3, o);
@@ -430,7 +429,7 @@ TEST_CASE_TEMPLATE("fused_attention = scaled_dot_product_attention on the split 
   ef::manual_seed(41);
   const auto qkv = ef::randn<T>({2, 5, 36});
   const auto pad = ef::tensor<bool>({{true, true, true, false, false}, {true, true, true, true, true}});
-  for (const double masked : {-inf, -1e9}) {
+  for (const double masked : {-inf<double>, -1e9}) {
     nn::FusedAttentionContext<T> ctx;
     ef::Tensor<T, 4> w;
     ef::manual_seed(42);
@@ -460,7 +459,7 @@ TEST_CASE("fused_attention: backward matches central finite differences (double)
   auto qkv = ef::randn<double>({2, 5, 36});
   const auto pad = ef::tensor<bool>({{true, true, false, true, false}, {false, false, false, false, false}});
   const auto probe = ef::randn<double>({2, 5, 12});
-  for (const double masked : {-inf, -1e9})
+  for (const double masked : {-inf<double>, -1e9})
     for (const double p : {0.0, 0.3})
       for (const bool causal : {false, true}) {
         INFO("masked value " << masked << ", dropout " << p << ", causal " << causal);
@@ -595,14 +594,14 @@ TEST_CASE_TEMPLATE("fused_attention: the streaming inference path equals the wei
     for (index_t j = 0; j < t; ++j) fully_padded(1, j) = false;
     const ef::Tensor<bool, 2>* masks[] = {nullptr, &padded, &fully_padded};
     for (const bool causal : {false, true})
-      for (const double masked : {-inf, -1e9})
+      for (const double masked : {-inf<double>, -1e9})
         for (const ef::Tensor<bool, 2>* mask : masks) {
           INFO("T " << t << ", causal " << causal << ", masked value " << masked << ", mask "
                     << (mask == nullptr ? "none" : mask == &padded ? "padded" : "fully padded row"));
           const auto [streamed, weighted] =
               streamed_and_weighted(qkv, {.num_heads = 3, .causal = causal, .masked_value = masked}, mask);
           check_tensors_close(streamed, weighted, rtol, atol, "streamed output");
-          if (mask == &fully_padded && masked == -inf)  // the weights path's zeros, exactly
+          if (mask == &fully_padded && masked == -inf<double>)  // the weights path's zeros, exactly
             check_tensors_close(streamed.select(0, 1), ef::zeros<T>(ef::Shape<2>{t, 24}), 0, 0, "fully padded row");
           ++ran;
         }

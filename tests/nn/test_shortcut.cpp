@@ -21,19 +21,19 @@ namespace nn = ef::nn;
 namespace {
 
 template <typename T>
-using Block = nn::Sequential<T, nn::Linear<T>, nn::GELU<T>>;
+using LinearGelu = nn::Sequential<T, nn::Linear<T>, nn::GELU<T>>;
 
 // x = x + layer(x) where the shapes allow it (use_shortcut), else x = layer(x). A module whose one child is
 // the ModuleList "layers", so parameters are named "layers.0.0.weight" as model.named_parameters() names
 // them in the book.
 template <typename T>
 struct ShortcutNet : nn::Module<T> {
-  nn::ModuleList<Block<T>> layers;
+  nn::ModuleList<LinearGelu<T>> layers;
   std::vector<bool> shortcut;  // which layers add their input to their output (known from the sizes)
 
   ShortcutNet(const std::vector<index_t>& sizes, bool use_shortcut) {
     for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
-      layers.push_back(Block<T>{nn::Linear<T>(sizes[i], sizes[i + 1]), nn::GELU<T>(nn::GeluApproximate::tanh)});
+      layers.push_back(LinearGelu<T>{nn::Linear<T>(sizes[i], sizes[i + 1]), nn::GELU<T>(nn::GeluApproximate::tanh)});
       shortcut.push_back(use_shortcut && sizes[i] == sizes[i + 1]);
     }
   }

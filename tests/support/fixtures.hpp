@@ -182,4 +182,15 @@ std::vector<T> vec(std::initializer_list<double> v) {
   return out;
 }
 
+// Every parameter's values, in named_parameters() order: for checking that loading or copying changed them.
+template <typename T>
+std::vector<std::vector<T>> parameter_values(ef::nn::Module<T>& m) {
+  std::vector<std::vector<T>> out;
+  for (const auto& p : m.named_parameters()) out.push_back(p.data.to_vector());
+  return out;
+}
+
+template <typename T>
+constexpr T inf = std::numeric_limits<T>::infinity();
+
 }  // namespace eftest

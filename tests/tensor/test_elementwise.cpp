@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/throws.hpp"
 
@@ -15,10 +16,7 @@ namespace {
 
 using namespace eftest;
 
-template <typename T>
-constexpr T inf = std::numeric_limits<T>::infinity();
 
-bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
 
 template <typename T>
 constexpr T qnan = std::numeric_limits<T>::quiet_NaN();

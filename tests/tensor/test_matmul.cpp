@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/throws.hpp"
 
@@ -13,7 +14,6 @@ namespace {
 
 using namespace eftest;
 
-bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
 
 // Small integers (exact in float whatever the summation order), varied so that transposition errors show.
 template <typename T, std::size_t R>

@@ -148,7 +148,7 @@ const json& handwritten(const std::string& name) {
   return by_name.at(name);
 }
 
-std::string torch_repr(const std::string& name) { return handwritten(name).at("repr").get<std::string>(); }
+std::string handwritten_repr(const std::string& name) { return handwritten(name).at("repr").get<std::string>(); }
 
 // The options torch.set_printoptions left in force in the print_handwritten.json case `name` (its "options").
 void check_options(const ef::print_options& o, const std::string& name) {
@@ -199,66 +199,66 @@ TEST_CASE("print: every print.json case matches PyTorch's repr") {
 
 TEST_CASE("print: float32 matrix, views and notation") {
   const auto a = ef::tensor<float>({{0.2961f, 0.5166f}, {0.2517f, 0.6886f}, {0.0740f, 0.8665f}});
-  CHECK(repr(a) == torch_repr("matrix_3x2"));
+  CHECK(repr(a) == handwritten_repr("matrix_3x2"));
   std::ostringstream os;
   os << a;
   CHECK(os.str() == repr(a));
 
   // Non-contiguous and stride-0 views print their logical elements.
-  CHECK(repr(a.t()) == torch_repr("matrix_3x2_transposed"));
-  CHECK(repr(ef::tensor<float>({1.5f, -2.0f}).expand(ef::Shape<2>{3, 2})) == torch_repr("row_expanded_3x2"));
+  CHECK(repr(a.t()) == handwritten_repr("matrix_3x2_transposed"));
+  CHECK(repr(ef::tensor<float>({1.5f, -2.0f}).expand(ef::Shape<2>{3, 2})) == handwritten_repr("row_expanded_3x2"));
   auto column = ef::zeros<float>(ef::Shape<2>{2, 1});
   column.data()[0] = 1.0f;
   column.data()[1] = 2.0f;
-  CHECK(repr(column.expand(ef::Shape<2>{2, 3})) == torch_repr("column_expanded_2x3"));
+  CHECK(repr(column.expand(ef::Shape<2>{2, 3})) == handwritten_repr("column_expanded_2x3"));
 
   // Integral values, negative zero, nan (never -nan), sci mode for a small/large mix.
-  CHECK(repr(ef::tensor<float>({-0.0f, -3.0f, 5.0f})) == torch_repr("integral_neg_zero"));
-  CHECK(repr(ef::tensor<float>({-std::numeric_limits<float>::quiet_NaN(), 0.5f})) == torch_repr("negative_nan"));
-  CHECK(repr(ef::tensor<float>({1e-6f, std::numeric_limits<float>::quiet_NaN(), 5.0f})) == torch_repr("small_nan_sci"));
-  CHECK(repr(ef::tensor<float>({1e9f, 1.0f, -0.0f})) == torch_repr("large_neg_zero_sci"));
-  CHECK(repr(ef::scalar_tensor(123456789.0f)) == torch_repr("scalar_123456789"));
-  CHECK(repr(ef::scalar_tensor(1e-45f)) == torch_repr("scalar_denormal"));  // a denormal
+  CHECK(repr(ef::tensor<float>({-0.0f, -3.0f, 5.0f})) == handwritten_repr("integral_neg_zero"));
+  CHECK(repr(ef::tensor<float>({-std::numeric_limits<float>::quiet_NaN(), 0.5f})) == handwritten_repr("negative_nan"));
+  CHECK(repr(ef::tensor<float>({1e-6f, std::numeric_limits<float>::quiet_NaN(), 5.0f})) == handwritten_repr("small_nan_sci"));
+  CHECK(repr(ef::tensor<float>({1e9f, 1.0f, -0.0f})) == handwritten_repr("large_neg_zero_sci"));
+  CHECK(repr(ef::scalar_tensor(123456789.0f)) == handwritten_repr("scalar_123456789"));
+  CHECK(repr(ef::scalar_tensor(1e-45f)) == handwritten_repr("scalar_denormal"));  // a denormal
 }
 
 TEST_CASE("print: rank 3 and 5 nesting") {
   auto t = ef::zeros<float>(ef::Shape<3>{2, 3, 4});
   for (index_t i = 0; i < 24; ++i) t.data()[i] = static_cast<float>(i);
-  CHECK(repr(t) == torch_repr("arange24_2x3x4"));
+  CHECK(repr(t) == handwritten_repr("arange24_2x3x4"));
   auto ones = ef::zeros<float>(ef::Shape<5>{1, 1, 1, 2, 1});
   ones.fill_(1.0f);
-  CHECK(repr(ones) == torch_repr("ones_1x1x1x2x1"));
+  CHECK(repr(ones) == handwritten_repr("ones_1x1x1x2x1"));
 }
 
 TEST_CASE("print: int64, bool, 0-d and dtype suffixes") {
-  CHECK(repr(ef::tensor<std::int64_t>({4, 1, 7})) == torch_repr("int64_4_1_7"));
+  CHECK(repr(ef::tensor<std::int64_t>({4, 1, 7})) == handwritten_repr("int64_4_1_7"));
   CHECK(repr(ef::tensor<std::int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}).slice(0, 1, 10, 2)) ==
-        torch_repr("int64_strided_slice"));
-  CHECK(repr(ef::tensor<bool>({true, false})) == torch_repr("bool_true_false"));
-  CHECK(repr(ef::tensor<bool>({true, true})) == torch_repr("bool_true_true"));
+        handwritten_repr("int64_strided_slice"));
+  CHECK(repr(ef::tensor<bool>({true, false})) == handwritten_repr("bool_true_false"));
+  CHECK(repr(ef::tensor<bool>({true, true})) == handwritten_repr("bool_true_true"));
 
-  CHECK(repr(ef::scalar_tensor(3.5f)) == torch_repr("scalar_3p5"));
-  CHECK(repr(ef::scalar_tensor(-0.25)) == torch_repr("scalar_f64_neg"));
-  CHECK(repr(ef::scalar_tensor<std::int64_t>(-3)) == torch_repr("scalar_int64_neg"));
-  CHECK(repr(ef::scalar_tensor(false)) == torch_repr("scalar_false"));
+  CHECK(repr(ef::scalar_tensor(3.5f)) == handwritten_repr("scalar_3p5"));
+  CHECK(repr(ef::scalar_tensor(-0.25)) == handwritten_repr("scalar_f64_neg"));
+  CHECK(repr(ef::scalar_tensor<std::int64_t>(-3)) == handwritten_repr("scalar_int64_neg"));
+  CHECK(repr(ef::scalar_tensor(false)) == handwritten_repr("scalar_false"));
 
-  CHECK(repr(ef::tensor<double>({1.0 / 3, -2.0 / 3})) == torch_repr("f64_thirds"));
+  CHECK(repr(ef::tensor<double>({1.0 / 3, -2.0 / 3})) == handwritten_repr("f64_thirds"));
   // The dtype suffix moves to its own line when it would pass linewidth.
   const auto d = ef::tensor<double>(
       {{0.1362, 0.8459, 0.3757, 0.3786}, {0.7742, 0.3307, 0.3259, 0.8122}, {0.4264, 0.2017, 0.9559, 0.8867}});
-  CHECK(ef::to_string(d, {.linewidth = 40}) == torch_repr("f64_3x4_linewidth40"));
+  CHECK(ef::to_string(d, {.linewidth = 40}) == handwritten_repr("f64_3x4_linewidth40"));
   auto wide = ef::zeros<double>(ef::Shape<2>{2, 30});
   wide.fill_(1.5);
-  CHECK(repr(wide) == torch_repr("f64_wide_2x30"));
+  CHECK(repr(wide) == handwritten_repr("f64_wide_2x30"));
 }
 
 TEST_CASE("print: empty tensors") {
-  CHECK(repr(ef::zeros<float>(ef::Shape<1>{0})) == torch_repr("empty_f32_0"));
-  CHECK(repr(ef::zeros<float>(ef::Shape<2>{2, 0})) == torch_repr("empty_f32_2x0"));
-  CHECK(repr(ef::zeros<std::int64_t>(ef::Shape<1>{0})) == torch_repr("empty_int64_0"));
-  CHECK(repr(ef::zeros<bool>(ef::Shape<1>{0})) == torch_repr("empty_bool_0"));
-  CHECK(repr(ef::zeros<double>(ef::Shape<3>{2, 0, 3})) == torch_repr("empty_f64_2x0x3"));
-  CHECK(ef::to_string(ef::zeros<double>(ef::Shape<2>{2, 0}), {.linewidth = 20}) == torch_repr("empty_f64_2x0_linewidth20"));
+  CHECK(repr(ef::zeros<float>(ef::Shape<1>{0})) == handwritten_repr("empty_f32_0"));
+  CHECK(repr(ef::zeros<float>(ef::Shape<2>{2, 0})) == handwritten_repr("empty_f32_2x0"));
+  CHECK(repr(ef::zeros<std::int64_t>(ef::Shape<1>{0})) == handwritten_repr("empty_int64_0"));
+  CHECK(repr(ef::zeros<bool>(ef::Shape<1>{0})) == handwritten_repr("empty_bool_0"));
+  CHECK(repr(ef::zeros<double>(ef::Shape<3>{2, 0, 3})) == handwritten_repr("empty_f64_2x0x3"));
+  CHECK(ef::to_string(ef::zeros<double>(ef::Shape<2>{2, 0}), {.linewidth = 20}) == handwritten_repr("empty_f64_2x0_linewidth20"));
 }
 
 TEST_CASE("print: precision, sci_mode and rounding") {
@@ -266,49 +266,49 @@ TEST_CASE("print: precision, sci_mode and rounding") {
   {
     options_guard guard;
     ef::set_printoptions(2);
-    CHECK(repr(a) == torch_repr("matrix_3x2_precision2"));
+    CHECK(repr(a) == handwritten_repr("matrix_3x2_precision2"));
     ef::set_printoptions(4, true);
-    CHECK(repr(a) == torch_repr("matrix_3x2_sci"));
+    CHECK(repr(a) == handwritten_repr("matrix_3x2_sci"));
     // PyTorch ignores a forced sci_mode when there is no nonzero finite element.
-    CHECK(repr(ef::tensor<float>({0.0f, 0.0f, 0.0f})) == torch_repr("zeros_3_sci"));
+    CHECK(repr(ef::tensor<float>({0.0f, 0.0f, 0.0f})) == handwritten_repr("zeros_3_sci"));
   }
-  CHECK(repr(a) == torch_repr("matrix_3x2"));  // defaults are back
+  CHECK(repr(a) == handwritten_repr("matrix_3x2"));  // defaults are back
 
   // Round half to even on the exact binary value, like Python's format: 0.125 -> 0.12, 0.375 -> 0.38.
-  CHECK(ef::to_string(ef::tensor<float>({0.125f, 0.375f, 2.5f}), {.precision = 2}) == torch_repr("half_even_precision2"));
+  CHECK(ef::to_string(ef::tensor<float>({0.125f, 0.375f, 2.5f}), {.precision = 2}) == handwritten_repr("half_even_precision2"));
   CHECK(ef::to_string(ef::tensor<float>({0.5f, 1.5f, 2.5f, 0.25f}), {.precision = 0}) ==
-        torch_repr("half_even_precision0"));
-  CHECK(ef::to_string(ef::tensor<double>({1.0 / 3, -2.0 / 3}), {.precision = 10}) == torch_repr("f64_thirds_precision10"));
+        handwritten_repr("half_even_precision0"));
+  CHECK(ef::to_string(ef::tensor<double>({1.0 / 3, -2.0 / 3}), {.precision = 10}) == handwritten_repr("f64_thirds_precision10"));
   // Fixed notation of a huge float32 value prints all its digits.
-  CHECK(ef::to_string(ef::tensor<float>({3e38f, 1.5f}), {.sci_mode = false}) == torch_repr("huge_f32_fixed"));
+  CHECK(ef::to_string(ef::tensor<float>({3e38f, 1.5f}), {.sci_mode = false}) == handwritten_repr("huge_f32_fixed"));
 }
 
 TEST_CASE("print: summarisation, edgeitems and linewidth") {
   auto m = ef::zeros<float>(ef::Shape<2>{4, 5});
   for (index_t i = 0; i < 20; ++i) m.data()[i] = static_cast<float>(i);
-  CHECK(ef::to_string(m, {.threshold = 5, .edgeitems = 1}) == torch_repr("arange20_4x5_threshold5_edge1"));
+  CHECK(ef::to_string(m, {.threshold = 5, .edgeitems = 1}) == handwritten_repr("arange20_4x5_threshold5_edge1"));
 
   // PyTorch's self[-0:] quirk: with edgeitems 0 a summarised vector shows `...` and then everything.
   auto v = ef::zeros<float>(ef::Shape<1>{10});
   for (index_t i = 0; i < 10; ++i) v.data()[i] = static_cast<float>(i);
-  CHECK(ef::to_string(v, {.threshold = 5, .edgeitems = 0}) == torch_repr("arange10_threshold5_edge0"));
+  CHECK(ef::to_string(v, {.threshold = 5, .edgeitems = 0}) == handwritten_repr("arange10_threshold5_edge0"));
 
   CHECK(ef::to_string(ef::tensor<std::int64_t>({1, 2, 3, 4, 5, 6, 7}), {.threshold = 0}) ==
-        torch_repr("int64_1to7_threshold0"));
-  CHECK(ef::to_string(ef::tensor<std::int64_t>({1, 22, 333}), {.linewidth = -5}) == torch_repr("int64_linewidth_negative"));
+        handwritten_repr("int64_1to7_threshold0"));
+  CHECK(ef::to_string(ef::tensor<std::int64_t>({1, 22, 333}), {.linewidth = -5}) == handwritten_repr("int64_linewidth_negative"));
 
   auto b = ef::zeros<bool>(ef::Shape<2>{2, 600});
   for (index_t i = 0; i < 1200; ++i) b.data()[i] = i % 2 == 0;
-  CHECK(repr(b) == torch_repr("bool_2x600_alternating"));
+  CHECK(repr(b) == handwritten_repr("bool_2x600_alternating"));
 
   // The formatter only sees the elements shown, so the hidden large values do not widen the columns.
   auto c = ef::zeros<float>(ef::Shape<3>{10, 10, 10});
   for (index_t i = 0; i < 1000; ++i) c.data()[i] = static_cast<float>(i) / 7.0f;
-  CHECK(ef::to_string(c, {.threshold = 100, .edgeitems = 2}) == torch_repr("sevenths_10x10x10_threshold100_edge2"));
+  CHECK(ef::to_string(c, {.threshold = 100, .edgeitems = 2}) == handwritten_repr("sevenths_10x10x10_threshold100_edge2"));
 
   auto d = ef::zeros<double>(ef::Shape<1>{2000});
   for (index_t i = 0; i < 2000; ++i) d.data()[i] = static_cast<double>(i) / 4;
-  CHECK(repr(d) == torch_repr("f64_quarters_2000"));
+  CHECK(repr(d) == handwritten_repr("f64_quarters_2000"));
 }
 
 TEST_CASE("print: a large unsummarised tensor prints in linear time") {

@@ -15,8 +15,6 @@ namespace {
 
 using namespace eftest;
 
-template <typename T>
-constexpr T inf = std::numeric_limits<T>::infinity();
 
 template <typename T, std::size_t R>
 void check_near(const ef::Tensor<T, R>& t, const std::vector<double>& expected, double atol) {

@@ -17,7 +17,7 @@ namespace {
 namespace tk = eigenformer::tokenizers;
 using Words = std::vector<std::string>;
 
-const eftest::json& toy() { return eftest::worked_examples().at("bpe_toy_corpus"); }
+const eftest::json& toy_corpus() { return eftest::worked_examples().at("bpe_toy_corpus"); }
 
 }  // namespace
 
@@ -25,9 +25,9 @@ TEST_CASE("bpe trainer: the worked example's corpus is old, older, finest, lowes
   // nlohmann::json keeps objects sorted by key, so the order above would be alphabetical; the seed's order
   // matters for ties, so the test states it and checks the counts against the fixture.
   const std::vector<tk::WordCount> seed_order{{"old", 7}, {"older", 3}, {"finest", 9}, {"lowest", 4}};
-  for (const auto& [word, count] : seed_order) CHECK(toy().at("corpus").at(word).get<std::int64_t>() == count);
-  CHECK(toy().at("corpus").size() == 4);
-  CHECK(toy().at("end_of_word").get<std::string>() == "</w>");
+  for (const auto& [word, count] : seed_order) CHECK(toy_corpus().at("corpus").at(word).get<std::int64_t>() == count);
+  CHECK(toy_corpus().at("corpus").size() == 4);
+  CHECK(toy_corpus().at("end_of_word").get<std::string>() == "</w>");
 }
 
 TEST_CASE("bpe trainer: initial pair counts weighted by word frequency (e s 13, s t 13, o l 10, ...)") {
@@ -36,7 +36,7 @@ TEST_CASE("bpe trainer: initial pair counts weighted by word frequency (e s 13, 
   std::map<std::string, std::int64_t> got;
   for (const auto& p : counts) got[p.left + " " + p.right] = p.count;
   std::map<std::string, std::int64_t> expected;
-  for (const auto& [pair, count] : toy().at("initial_pair_counts").items()) expected[pair] = count.get<std::int64_t>();
+  for (const auto& [pair, count] : toy_corpus().at("initial_pair_counts").items()) expected[pair] = count.get<std::int64_t>();
   CHECK(got == expected);
   CHECK(expected.size() == 15);
   // First-seen order: o l is the first pair of the first word.
@@ -47,7 +47,7 @@ TEST_CASE("bpe trainer: initial pair counts weighted by word frequency (e s 13, 
 
 TEST_CASE("bpe trainer: merges with first-seen tie-breaking and the final segmentation match the seed") {
   const std::vector<tk::WordCount> corpus{{"old", 7}, {"older", 3}, {"finest", 9}, {"lowest", 4}};
-  const auto& expected_merges = toy().at("merges_first_seen_tiebreak");
+  const auto& expected_merges = toy_corpus().at("merges_first_seen_tiebreak");
   const auto result = tk::BpeTrainer({.merges = expected_merges.size()}).train(corpus);
   REQUIRE(result.history.size() == expected_merges.size());
   for (std::size_t i = 0; i < expected_merges.size(); ++i) {
@@ -59,7 +59,7 @@ TEST_CASE("bpe trainer: merges with first-seen tie-breaking and the final segmen
   CHECK(result.history[0].left + result.history[0].right == "es");   // es before st, both 13
   CHECK(result.history[1].left + result.history[1].right == "est");
 
-  const auto& expected_segmentation = toy().at("final_segmentation");
+  const auto& expected_segmentation = toy_corpus().at("final_segmentation");
   REQUIRE(result.segmentation.size() == 4);
   // Not a structured binding: INFO captures its argument in a lambda, which clang 14 refuses for bindings.
   for (const auto& entry : result.segmentation) {

@@ -20,6 +20,7 @@
 
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
+#include "support/files.hpp"
 #include "support/paths.hpp"
 #include "support/sha256.hpp"
 #include "support/throws.hpp"
@@ -29,17 +30,11 @@ using eigenformer::tokenizers::GPT2Tokenizer;
 using eigenformer::tokenizers::token_id_error;
 using eigenformer::tokenizers::vocab_error;
 
+using eftest::read_bytes;
+
 namespace {
 
 using Ids = std::vector<std::int64_t>;
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path.string());
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 void write_bytes(const fs::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -391,7 +386,7 @@ const GPT2Tokenizer& gpt2() {
 
 // Not support/fixtures.hpp's read_json: that header brings in the whole tensor library, which this file
 // does not need (compile time), and the reference is strict JSON.
-const nlohmann::json& reference() {
+const nlohmann::json& gpt2_reference() {
   static const nlohmann::json j = [] {
     auto r = nlohmann::json::parse(read_bytes(std::string(EIGENFORMER_TEST_DATA_DIR) + "/tokenizer_gpt2_reference.json"));
     REQUIRE(r.at("format") == "eigenformer-tokenizer-reference");
@@ -431,7 +426,7 @@ TEST_SUITE("data") {
   TEST_CASE("gpt2 data: hard cases equal tiktoken's ids (100% agreement)") {
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
-    const auto& hard = reference().at("hard_cases");
+    const auto& hard = gpt2_reference().at("hard_cases");
     const std::string text = read_bytes(std::string(EIGENFORMER_TEST_DATA_DIR) + "/tokenizer_hard_cases.txt");
     REQUIRE_MESSAGE(eftest::Sha256().update(text).hexdigest() == hard.at("sha256").get<std::string>(),
                     "tests/data/tokenizer_hard_cases.txt changed since the reference was written: run "
@@ -458,7 +453,7 @@ TEST_SUITE("data") {
     agree += whole == hard.at("whole_file_ids").get<Ids>();
     ++total;
     int extra = 0;
-    for (const auto& entry : reference().at("extra_cases")) {
+    for (const auto& entry : gpt2_reference().at("extra_cases")) {
       const std::string s = entry.at("text").get<std::string>();
       const bool ok = tok.encode(s) == entry.at("ids").get<Ids>();
       CHECK_MESSAGE(ok, "extra case " << entry.at("text").dump());
@@ -475,7 +470,7 @@ TEST_SUITE("data") {
   TEST_CASE("gpt2 data: tiny Shakespeare equals tiktoken's ids, whole and per 100 lines (100% agreement)") {
     if (!eftest::data_dir_configured()) return;
     const auto& tok = gpt2();
-    const auto& ref = reference().at("tinyshakespeare");
+    const auto& ref = gpt2_reference().at("tinyshakespeare");
     const std::string text = read_bytes(data_file(ref.at("file").get<std::string>()));
     REQUIRE(text.size() == ref.at("bytes").get<std::size_t>());
     REQUIRE_MESSAGE(eftest::Sha256().update(text).hexdigest() == ref.at("sha256").get<std::string>(),

@@ -17,11 +17,11 @@ using namespace eftest;
 namespace models = ef::models;
 
 namespace {
-const fs::path tiny_dir = fs::path(EIGENFORMER_TEST_DATA_DIR) / "gpt2_tiny_hf";
+const fs::path tiny_gpt2_dir = fs::path(EIGENFORMER_TEST_DATA_DIR) / "gpt2_tiny_hf";
 }
 
 TEST_CASE("PretrainedGPT2::from_pretrained: the model and its vocab.json + merges.txt tokenizer in one call") {
-  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(tiny_dir);
+  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(tiny_gpt2_dir);
   CHECK(gpt2.tokenizer.vocab_size() == 270);
   CHECK(gpt2.tokenizer.eot_id() == 269);
   CHECK(gpt2.model.config().vocab_size == 270);
@@ -43,12 +43,12 @@ TEST_CASE("PretrainedGPT2::from_pretrained: the model and its vocab.json + merge
 
 TEST_CASE("PretrainedGPT2::from_pretrained: a tokenizer larger than the model's vocabulary is refused") {
   ScratchDir dir;
-  for (const char* f : {"model.safetensors", "vocab.json", "merges.txt"}) fs::copy_file(tiny_dir / f, dir / f);
+  for (const char* f : {"model.safetensors", "vocab.json", "merges.txt"}) fs::copy_file(tiny_gpt2_dir / f, dir / f);
   // A model of 260 embeddings: the file's wte must match, so write a config and a cut-down checkpoint.
-  auto config = json::parse(read_bytes(tiny_dir / "config.json"));
+  auto config = json::parse(read_bytes(tiny_gpt2_dir / "config.json"));
   config["vocab_size"] = 260;
   write_bytes(dir / "config.json", config.dump());
-  const auto src = ef::io::SafeTensorsFile::from_file(tiny_dir / "model.safetensors");
+  const auto src = ef::io::SafeTensorsFile::from_file(tiny_gpt2_dir / "model.safetensors");
   ef::io::TensorDict d;
   for (const auto& name : src.names()) {
     auto t = src.get_flat<float>(name);

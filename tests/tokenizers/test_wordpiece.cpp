@@ -24,12 +24,15 @@
 #include "support/cases.hpp"
 #include "support/data_dir.hpp"
 #include "support/errors.hpp"
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/paths.hpp"
 #include "support/sha256.hpp"
 #include "support/throws.hpp"
 
 using eftest::error_of;
+
+using eftest::read_bytes;
 
 namespace {
 
@@ -43,7 +46,7 @@ using Words = std::vector<std::string>;
 constexpr std::size_t unicode_planes = 17;
 constexpr std::size_t min_byte_cases = 20;
 
-const json& reference() {
+const json& wordpiece_reference() {
   static const json j = eftest::load_fixture("bert_reference.json");
   return j;
 }
@@ -53,12 +56,6 @@ using eftest::data_file;
 const tk::BertTokenizer& bert_base_uncased() {
   static const auto tok = tk::BertTokenizer::from_file(data_file("bert-base-uncased/vocab.txt"));
   return tok;
-}
-
-std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in, "cannot open " << path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Lines split on '\n' only, a final empty line dropped (as the reference script splits them).
@@ -129,13 +126,13 @@ std::vector<json> hf_cases(const std::string& kind) {
 std::size_t hf_declared(const std::string& kind) { return eftest::declared_cases(hf_reference(), hf_file, "kind", kind); }
 
 // A vocabulary small enough to reason about by hand (the script lists why each token is there).
-const tk::BertTokenizer& toy() {
+const tk::BertTokenizer& toy_tokenizer() {
   static const tk::BertTokenizer tok(hf_reference().at("vocabularies").at("toy").at("tokens").get<Words>());
   return tok;
 }
 
 // The tiny BERT directories' 60 real words, as the script read them (same SHA-256).
-const tk::BertTokenizer& tiny() {
+const tk::BertTokenizer& tiny_bert_tokenizer() {
   static const tk::BertTokenizer tok = [] {
     const json& v = hf_reference().at("vocabularies").at("tiny");
     const auto path = std::filesystem::path(EIGENFORMER_TEST_DATA_DIR) / "bert_tiny_cls_hf" / "vocab.txt";
@@ -148,8 +145,8 @@ const tk::BertTokenizer& tiny() {
 
 const tk::BertTokenizer& hf_tokenizer(const json& c) {
   const auto vocab = c.at("vocab").get<std::string>();
-  if (vocab == "toy") return toy();
-  if (vocab == "tiny") return tiny();
+  if (vocab == "toy") return toy_tokenizer();
+  if (vocab == "tiny") return tiny_bert_tokenizer();
   throw std::runtime_error(std::string(hf_file) + ": unknown vocabulary \"" + vocab + "\"");
 }
 
@@ -238,7 +235,7 @@ TEST_CASE("wordpiece: basic tokenizer, hand-verified cases (each also run throug
 TEST_CASE("wordpiece: basic tokenizer on invalid UTF-8 and NUL equals the reference (byte cases)") {
   const tk::BasicTokenizer basic;
   std::size_t ran = 0;
-  for (const json& c : reference().at("byte_cases")) {
+  for (const json& c : wordpiece_reference().at("byte_cases")) {
     INFO("bytes " << c.at("hex").get<std::string>());
     CHECK(basic.tokenize(from_hex(c.at("hex").get<std::string>())) == c.at("tokens").get<Words>());
     ++ran;
@@ -247,7 +244,7 @@ TEST_CASE("wordpiece: basic tokenizer on invalid UTF-8 and NUL equals the refere
 }
 
 TEST_CASE("wordpiece: basic tokenizer equals the reference on every assigned code point in four contexts") {
-  const json& sweep = reference().at("sweep");
+  const json& sweep = wordpiece_reference().at("sweep");
   const json& skip = sweep.at("skip_ranges");
   const tk::BasicTokenizer basic;
   std::vector<std::string> words;
@@ -288,7 +285,7 @@ TEST_CASE("wordpiece: encode and tokenize equal Hugging Face's tokenizer (hand-m
 }
 
 TEST_CASE("wordpiece: vocabulary lookups and special ids on the hand-made vocabulary") {
-  const auto& tok = toy();
+  const auto& tok = toy_tokenizer();
   const auto tokens = hf_reference().at("vocabularies").at("toy").at("tokens").get<Words>();
   const auto id_of = [&](const std::string& t) {
     return static_cast<std::int64_t>(std::find(tokens.begin(), tokens.end(), t) - tokens.begin());
@@ -314,7 +311,7 @@ TEST_CASE("wordpiece: decode equals Hugging Face's WordPiece decoder (no clean-u
     CHECK(hf_tokenizer(c).decode(c.at("ids").get<Ids>()) == c.at("text").get<std::string>());
   }
   eftest::check_ran(ran, hf_declared("decode"), "decode cases");
-  CHECK(toy().decode(Ids{}).empty());  // the JavaScript decoder refuses an empty list; nothing to join
+  CHECK(toy_tokenizer().decode(Ids{}).empty());  // the JavaScript decoder refuses an empty list; nothing to join
 }
 
 TEST_CASE("wordpiece: encode_plus equals Hugging Face's (specials, token types, truncation, padding)") {
@@ -337,7 +334,7 @@ TEST_CASE("wordpiece: encode_plus equals Hugging Face's (specials, token types, 
 TEST_CASE("wordpiece: encode_plus refuses a max_length below the special tokens") {
   // Our own rule (transformers logs an error and returns the sequence untruncated): the message is ours.
   const auto msg =
-      error_of<std::invalid_argument>([] { toy().encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
+      error_of<std::invalid_argument>([] { toy_tokenizer().encode_plus("hello", "world", {.max_length = 2, .truncation = true}); });
   CHECK(msg.find("max_length 2") != std::string::npos);
   CHECK(msg.find("3 special tokens") != std::string::npos);
 }
@@ -361,7 +358,7 @@ TEST_CASE("wordpiece: encode_batch gives [batch, length] tensors equal to Huggin
   }
   eftest::check_ran(ran, hf_declared("batch"), "batch cases");
 
-  const auto& tok = toy();
+  const auto& tok = toy_tokenizer();
   const std::vector<std::string> texts{"hello", "hello world !"};
   CHECK(error_of<std::invalid_argument>([&] { tok.encode_batch(texts, {}, {.padding = tk::Padding::none}); })
             .find("use Padding::longest") != std::string::npos);
@@ -398,7 +395,7 @@ static void check_hard_cases(const tk::BertTokenizer& tok, const std::string& vo
 }
 
 TEST_CASE("wordpiece: every hard-case line equals Hugging Face's tokenizer on the tiny vocabulary") {
-  check_hard_cases(tiny(), "tiny");
+  check_hard_cases(tiny_bert_tokenizer(), "tiny");
 }
 
 TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, or the id and size") {
@@ -436,7 +433,7 @@ TEST_CASE("wordpiece: bad vocabularies and ids throw naming the file and line, o
     CHECK(tok.encode("Hello") == Ids{5});
   }
   SUBCASE("ids outside the vocabulary") {
-    const auto& tok = toy();
+    const auto& tok = toy_tokenizer();
     CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{8, 19}); }) == "id 19 is outside the vocabulary (size 19)");
     CHECK(error_of<tk::token_id_error>([&] { tok.decode(Ids{-1}); }) == "id -1 is outside the vocabulary (size 19)");
     CHECK_THROWS_EXACTLY(tok.id_to_token(1000), tk::token_id_error);
@@ -458,7 +455,7 @@ TEST_SUITE("data") {
     CHECK(tok.encode(we.at("text").get<std::string>()) == we.at("ids").get<Ids>());
     CHECK(tok.encode("time flies like an arrow") == Ids{2051, 10029, 2066, 2019, 8612});
     CHECK(tok.encode("time flies like an arrow", true) == Ids{101, 2051, 10029, 2066, 2019, 8612, 102});
-    CHECK(reference().at("time_flies").get<Ids>() == Ids{2051, 10029, 2066, 2019, 8612});
+    CHECK(wordpiece_reference().at("time_flies").get<Ids>() == Ids{2051, 10029, 2066, 2019, 8612});
     // The paper's "un ##aff ##able" comes from a different vocabulary; bert-base-uncased has "una".
     CHECK(tok.tokenize("unaffable") == Words{"una", "##ffa", "##ble"});
     CHECK(tok.tokenize("Héllo") == Words{"hello"});
@@ -471,7 +468,7 @@ TEST_SUITE("data") {
   TEST_CASE("wordpiece: all 9,613 SST-2 sentences equal the reference ids") {
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
-    const json& sst2 = reference().at("sst2");
+    const json& sst2 = wordpiece_reference().at("sst2");
     const json& chunks = sst2.at("chunks");
     const json& first = sst2.at("first");
     const auto chunk_size = sst2.at("chunk_size").get<std::size_t>();
@@ -517,7 +514,7 @@ TEST_SUITE("data") {
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
     const std::string file = read_bytes(std::filesystem::path(EIGENFORMER_TEST_DATA_DIR) / "tokenizer_hard_cases.txt");
-    const json& section = reference().at("hard_cases");
+    const json& section = wordpiece_reference().at("hard_cases");
     REQUIRE_MESSAGE(eftest::sha256_hex(file) == section.at("sha256").get<std::string>(),
                     "tests/data/tokenizer_hard_cases.txt changed after bert_reference.json was written: rerun "
                     "/usr/bin/python3 tools/reference/tokenizers/bert_reference.py");
@@ -550,7 +547,7 @@ TEST_SUITE("data") {
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
     std::size_t ran = 0;
-    for (const json& c : reference().at("byte_cases")) {
+    for (const json& c : wordpiece_reference().at("byte_cases")) {
       const std::string bytes = from_hex(c.at("hex").get<std::string>());
       INFO("bytes " << c.at("hex").get<std::string>());
       CHECK(tok.encode(bytes) == c.at("ids").get<Ids>());
@@ -562,7 +559,7 @@ TEST_SUITE("data") {
   TEST_CASE("wordpiece: ids of the code point sweep equal the reference") {
     if (!eftest::data_dir_configured()) return;
     const auto& tok = bert_base_uncased();
-    const json& sweep = reference().at("sweep");
+    const json& sweep = wordpiece_reference().at("sweep");
     std::size_t ran = 0;
     for (const json& plane : sweep.at("planes")) {
       ++ran;

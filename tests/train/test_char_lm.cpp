@@ -24,7 +24,7 @@ std::string corpus() {
   return s;
 }
 
-train::CharLMConfig tiny() {
+train::CharLMConfig tiny_char_lm_config() {
   train::CharLMConfig c;
   c.n_layer = 2;
   c.n_head = 2;
@@ -72,7 +72,7 @@ TEST_CASE("char_lm: get_batch draws torch.randint offsets and shifts the targets
 TEST_CASE("char_lm: a tiny GPT learns, and save/resume is bit-exact") {
   const auto data = train::CharDataset::from_text(corpus());
   REQUIRE(data.val.size() > 17);
-  const auto c = tiny();
+  const auto c = tiny_char_lm_config();
 
   // Straight: 30 steps.
   train::CharLMTrainer<float> straight(c, data.tokenizer);
@@ -116,10 +116,10 @@ TEST_CASE("char_lm: a tiny GPT learns, and save/resume is bit-exact") {
 }
 
 TEST_CASE("char_lm: configuration and checkpoint errors") {
-  auto c = tiny();
+  auto c = tiny_char_lm_config();
   c.n_head = 3;
   CHECK_THROWS_EXACTLY(c.validate(), std::invalid_argument);
-  c = tiny();
+  c = tiny_char_lm_config();
   c.iters = c.warmup;
   CHECK_THROWS_EXACTLY(c.validate(), std::invalid_argument);
   CHECK_THROWS_EXACTLY(train::CharLMTrainer<float>::load("/nonexistent/eigenformer_ckpt"), ef::io::checkpoint_error);

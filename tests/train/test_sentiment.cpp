@@ -54,7 +54,7 @@ constexpr const char* tiny_data =
     "1 the movie was very great\n1 good film\n0 the movie is bad\n0 a dull film\n0 the film was boring\n"
     "0 very awful\n0 a bad movie\n0 awful and dull\n0 the movie was very boring\n0 bad film\n";
 
-ef::models::BertConfig tiny_config() {
+ef::models::BertConfig tiny_classifier_config() {
   ef::models::BertConfig c;
   c.vocab_size = 4 + static_cast<ef::index_t>(words.size());
   c.hidden_size = 16;
@@ -136,7 +136,7 @@ TEST_CASE("sentiment: a tiny classifier learns, and save / load is bit-exact") {
   const auto file = train::parse_labeled_text(tiny_data, "tiny.txt");
   const auto data = train::encode_examples(file.examples, encode);
   ef::Generator gen(123);
-  Model model(tiny_config(), gen);
+  Model model(tiny_classifier_config(), gen);
   auto params = model.named_parameters();
   train::AdamW<float> opt(params, {.lr = 1e-2}, train::decays_by_default<float>);
 
