@@ -263,6 +263,9 @@ def main():
                     help="where the exported ONNX files are kept (written when missing)")
     ap.add_argument("--openblas-env", default=os.path.join(ROOT, "..", "shared", "tools", "openblas-env.sh"),
                     help="script printing OpenBLAS's best-kernel environment for PyTorch ('' for none)")
+    ap.add_argument("--openblas-coretype", metavar="NAME",
+                    help="OPENBLAS_CORETYPE for PyTorch, in place of what --openblas-env prints (e.g. SkylakeX on "
+                         "Zen 5, which OpenBLAS 0.3.21 detects as the slower Cooperlake)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1, --quick 0.2)")
     ap.add_argument("--json", metavar="FILE", help="also write every round's numbers here")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json, running nothing")
@@ -316,7 +319,7 @@ def run(args):
     script = args.openblas_env if args.openblas_env and os.path.exists(args.openblas_env) else None
     if args.openblas_env and not script:
         notes.append(f"{args.openblas_env} not found: PyTorch ran with OpenBLAS's detected kernel.")
-    torch_env = openblas_env(script)
+    torch_env = {"OPENBLAS_CORETYPE": args.openblas_coretype} if args.openblas_coretype else openblas_env(script)
 
     if args.ort_dir:
         os.makedirs(args.onnx_dir, exist_ok=True)
