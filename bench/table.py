@@ -8,9 +8,10 @@ with the peak resident memory of every side's processes, from the twins in bench
 
 Every measurement is a process of its own, started afresh for one workload at one thread count: the Google
 Benchmark binary (filtered to the one case, EIGENFORMER_NUM_THREADS set), the PyTorch twin (started with
-OMP_NUM_THREADS / OPENBLAS_NUM_THREADS at the count: Debian's OpenBLAS sizes its pool when it loads, and
-PyTorch is fastest here with torch.set_num_threads(1)), or the ONNX Runtime twin (onnxruntime-node, 2 intra-op
-threads). Its peak RSS is the child's own (os.wait4), so the sides' memory figures include what each runtime
+OMP_NUM_THREADS / OPENBLAS_NUM_THREADS at the count, since Debian's OpenBLAS sizes its pool when it loads; and
+once more with torch on 1 thread and OpenBLAS on 2, PyTorch's fastest setting on these 2-core machines for
+GEMM-bound work), or the ONNX Runtime twin (onnxruntime-node, 2 intra-op threads). PyTorch's "best" is the
+fastest of its three settings. Its peak RSS is the child's own (os.wait4), so the sides' memory figures include what each runtime
 needs to exist (the Python interpreter and libtorch, node and libonnxruntime). PyTorch runs with OpenBLAS's best
 kernel: the environment ../shared/tools/openblas-env.sh prints, with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset
 first.
@@ -118,11 +119,12 @@ class Jobs:
         out, rss = run_child(argv, env, f"{binary} {' '.join(cases)}")
         return parse_gbench(out), rss
 
-    def torch(self, argv, threads):
-        """threads None: the script sets its own (torch_gemm.py: torch 1, OpenBLAS as each case names)."""
+    def torch(self, argv, threads, blas_threads=None):
+        """threads None: the script sets its own (torch_gemm.py: torch 1, OpenBLAS as each case names).
+        blas_threads: OpenBLAS's pool, when it differs from torch's (torch 1 + OpenBLAS 2 is PyTorch's best here)."""
         env = dict(os.environ, **self.torch_env)
         if threads:
-            env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+            env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(blas_threads or threads))
         out, rss = run_child([PY, os.path.join(HERE, argv[0]), *argv[1:], "--min-time", str(self.a.min_time)], env,
                              " ".join(argv))
         return parse_tsv(out), rss
@@ -142,12 +144,16 @@ class Jobs:
                     ("torch", None, lambda: self.torch(["torch_gemm.py"], None))]
         jobs = [(side, n, run) for n in (1, 2) for side, run in
                 (("ours", lambda n=n: self.ours(binary, [re.escape(ours_case(n))], n)), ("torch", lambda n=n: self.torch(torch_argv(n), n)))]
+        jobs.append((TORCH_1_BLAS_2, 1, lambda: self.torch(torch_argv(1), 1, blas_threads=2)))
         if onnx and self.a.ort_dir:
             jobs.append(("ort", 2, lambda: self.ort(onnx, ort_case(2), 2)))
         return jobs
 
 
 WORKLOADS = workloads()
+# PyTorch with torch.set_num_threads(1) and OpenBLAS's pool on 2 threads: its fastest setting on these 2-core
+# machines for GEMM-bound work (torch's own 2 threads on top of OpenBLAS's 2 oversubscribe the cores).
+TORCH_1_BLAS_2 = "torch1+blas2"
 
 
 def openblas_env(script):
@@ -224,7 +230,7 @@ def gemm_rows(samples, rss, rounds):
         mnk = re.search(r"_(\d+)x(\d+)x(\d+)_(\w+)$", s)
         label = f"SGEMM {s[:mnk.start()]} {mnk.group(1)}x{mnk.group(2)}x{mnk.group(3)} {mnk.group(4)}" if mnk else s
         per_job = {(side, n): samples.get(side, {}).get(f"BM_gemm/{s}/{n}", []) for side in ("ours", "torch") for n in (1, 2)}
-        times = [median_of(per_job[k]) for k in (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2))] + [None]
+        times = [median_of(per_job[k]) for k in (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2))] + [None, None]
         rows.append((label, times, None, round_ratios(per_job, rounds)))
     if rows:
         rows[0] = (*rows[0][:2], rss, rows[0][3])  # one process per side did every shape: its peak, once
@@ -235,8 +241,8 @@ def round_ratios(s, rounds):
     """Best against best in each round alone ("1.7 / 1.9 / 1.6"): how much the load moved the ratio."""
     out = []
     for r in range(rounds):
-        pick = lambda side: min((s[(side, n)][r] for n in (1, 2) if len(s.get((side, n), [])) > r), default=None)
-        ours, theirs = pick("ours"), pick("torch")
+        pick = lambda keys: min((s[k][r] for k in keys if len(s.get(k, [])) > r), default=None)
+        ours, theirs = pick([("ours", 1), ("ours", 2)]), pick([("torch", 1), ("torch", 2), (TORCH_1_BLAS_2, 1)])
         out.append(f"{theirs / ours:.2f}" if ours and theirs else "-")
     return " / ".join(out)
 
@@ -257,6 +263,9 @@ def main():
                     help="where the exported ONNX files are kept (written when missing)")
     ap.add_argument("--openblas-env", default=os.path.join(ROOT, "..", "shared", "tools", "openblas-env.sh"),
                     help="script printing OpenBLAS's best-kernel environment for PyTorch ('' for none)")
+    ap.add_argument("--openblas-coretype", metavar="NAME",
+                    help="OPENBLAS_CORETYPE for PyTorch, in place of what --openblas-env prints (e.g. SkylakeX on "
+                         "Zen 5, which OpenBLAS 0.3.21 detects as the slower Cooperlake)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1, --quick 0.2)")
     ap.add_argument("--json", metavar="FILE", help="also write every round's numbers here")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json, running nothing")
@@ -310,7 +319,7 @@ def run(args):
     script = args.openblas_env if args.openblas_env and os.path.exists(args.openblas_env) else None
     if args.openblas_env and not script:
         notes.append(f"{args.openblas_env} not found: PyTorch ran with OpenBLAS's detected kernel.")
-    torch_env = openblas_env(script)
+    torch_env = {"OPENBLAS_CORETYPE": args.openblas_coretype} if args.openblas_coretype else openblas_env(script)
 
     if args.ort_dir:
         os.makedirs(args.onnx_dir, exist_ok=True)
@@ -383,9 +392,11 @@ def render(record):
             continue
         s = {(k.split("/")[0], int(k.split("/")[1])): ts for k, ts in record["samples"][w].items()}
         rows.append((WORKLOADS[w][0], [median_of(s.get(k)) for k in
-                                       (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2), ("ort", 2))], rss,
+                                       (("ours", 1), ("ours", 2), ("torch", 1), ("torch", 2), (TORCH_1_BLAS_2, 1),
+                                        ("ort", 2))], rss,
                      round_ratios(s, rounds)))
-    head = ["workload", "eigenformer 1t", "eigenformer 2t", "PyTorch 1t", "PyTorch 2t"] + (["ORT 2t"] if ort else []) + \
+    head = ["workload", "eigenformer 1t", "eigenformer 2t", "PyTorch 1t", "PyTorch 2t", "PyTorch 1t + OpenBLAS 2t"] + \
+           (["ORT 2t"] if ort else []) + \
            ["best vs PyTorch best", "per round"] + (["vs ORT"] if ort else []) + \
            ["peak RSS MB: ours / PyTorch" + (" / ORT" if ort else "")]
     for line in record["header"]:
@@ -397,10 +408,11 @@ def render(record):
     print("|" + "---|" * len(head))
     for label, t, peak, rounds_text in rows:
         best_ours = min((x for x in t[:2] if x), default=None)
-        best_torch = min((x for x in t[2:4] if x), default=None)
-        cells = [label] + [ms(x) for x in t[:4]] + ([ms(t[4])] if ort else []) + \
-                [ratio(best_torch, best_ours), rounds_text] + ([ratio(t[4], best_ours)] if ort else [])
-        mem = [mb(peak.get("ours")), mb(peak.get("torch"))] + ([mb(peak.get("ort"))] if ort else []) if peak else []
+        best_torch = min((x for x in t[2:5] if x), default=None)
+        cells = [label] + [ms(x) for x in t[:5]] + ([ms(t[5])] if ort else []) + \
+                [ratio(best_torch, best_ours), rounds_text] + ([ratio(t[5], best_ours)] if ort else [])
+        torch_peak = max((peak.get(k) or 0 for k in ("torch", TORCH_1_BLAS_2)), default=0) or None if peak else None
+        mem = [mb(peak.get("ours")), mb(torch_peak)] + ([mb(peak.get("ort"))] if ort else []) if peak else []
         cells.append(" / ".join(mem) if mem else "")
         print("| " + " | ".join(cells) + " |")
     print()
