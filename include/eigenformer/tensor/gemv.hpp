@@ -22,9 +22,9 @@
 // between builds, never between thread counts.
 #pragma once
 
-#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
+#include "eigenformer/tensor/simd.hpp"
+#if defined(EIGENFORMER_SIMD_FLOAT)
 #define EIGENFORMER_GEMV_SIMD 1
-#include <immintrin.h>
 #endif
 
 #include <algorithm>
@@ -97,12 +97,9 @@ inline float gemv_sum8(__m256 v) {
 }
 
 #if defined(__AVX512F__)
-struct GemvSimd {
-  using reg = __m512;
-  static constexpr int width = 16;
-  static reg zero() { return _mm512_setzero_ps(); }
-  static reg set1(float x) { return _mm512_set1_ps(x); }
-  static reg load(const float* p) { return _mm512_loadu_ps(p); }
+// SimdFloat (simd.hpp) with the bfloat16 loads and the fixed-order horizontal sum.
+struct GemvSimd : SimdFloat {
+  using SimdFloat::load;
   // 16 bfloat16 (32 bytes) widened: each 16-bit pattern becomes the upper half of a float.
   static reg load(const std::uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -122,8 +119,6 @@ struct GemvSimd {
     even = _mm512_permutex2var_ps(lo, e, hi);
     odd = _mm512_permutex2var_ps(lo, _mm512_add_epi32(e, _mm512_set1_epi32(1)), hi);
   }
-  static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
-  static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   // Halves added, then as gemv_sum8: a fixed order.
   static float sum(reg v) {
     const __m256 lo = _mm512_castps512_ps256(v);
@@ -132,12 +127,8 @@ struct GemvSimd {
   }
 };
 #else
-struct GemvSimd {
-  using reg = __m256;
-  static constexpr int width = 8;
-  static reg zero() { return _mm256_setzero_ps(); }
-  static reg set1(float x) { return _mm256_set1_ps(x); }
-  static reg load(const float* p) { return _mm256_loadu_ps(p); }
+struct GemvSimd : SimdFloat {
+  using SimdFloat::load;
   static reg load(const std::uint16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -153,8 +144,6 @@ struct GemvSimd {
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
   }
-  static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
-  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static float sum(reg v) { return gemv_sum8(v); }
 };
 #endif

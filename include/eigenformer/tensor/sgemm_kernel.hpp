@@ -15,9 +15,9 @@
 #pragma once
 
 // Defining EIGENFORMER_NO_PACKED_KERNEL keeps float products on Eigen (to compare, or to rule the kernel out).
-#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && !defined(EIGENFORMER_NO_PACKED_KERNEL)
+#include "eigenformer/tensor/simd.hpp"
+#if defined(EIGENFORMER_SIMD_FLOAT) && !defined(EIGENFORMER_NO_PACKED_KERNEL)
 #define EIGENFORMER_SGEMM_KERNEL 1
-#include <immintrin.h>
 #endif
 
 #include <algorithm>
@@ -33,42 +33,12 @@ namespace eigenformer::backend::detail {
 inline constexpr bool sgemm_kernel_enabled = true;
 
 #if defined(__AVX512F__)
-// 16 floats a register; 12 x 32 accumulators take 24 of the 32 registers, leaving the two rows of b and a
-// broadcast value room without spilling.
-struct SimdFloat {
-  using reg = __m512;
-  static constexpr int width = 16;
-  static reg zero() { return _mm512_setzero_ps(); }
-  static reg set1(float x) { return _mm512_set1_ps(x); }
-  static reg load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
-  static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
-  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
-  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
-  // The first n lanes (0 < n < width) of p; the others read as zero and are never written.
-  static reg load_first(const float* p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
-  static void store_first(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
-};
+// SimdFloat (simd.hpp) holds 16 floats: 12 x 32 accumulators take 24 of the 32 registers, leaving the two
+// rows of b and a broadcast value room without spilling.
 inline constexpr int sgemm_mr = 12;
 inline constexpr int sgemm_nr = 32;
 #else
-// 8 floats a register; 6 x 16 accumulators take 12 of the 16 registers.
-struct SimdFloat {
-  using reg = __m256;
-  static constexpr int width = 8;
-  static reg zero() { return _mm256_setzero_ps(); }
-  static reg set1(float x) { return _mm256_set1_ps(x); }
-  static reg load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
-  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
-  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
-  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
-  static __m256i first_lanes(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  }
-  static reg load_first(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes(n)); }
-  static void store_first(float* p, reg v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
-};
+// 8 floats a register: 6 x 16 accumulators take 12 of the 16 registers.
 inline constexpr int sgemm_mr = 6;
 inline constexpr int sgemm_nr = 16;
 #endif

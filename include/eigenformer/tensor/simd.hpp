@@ -1,0 +1,51 @@
+// One float SIMD register type and its operations, for the hand-vectorised kernels (sgemm_kernel.hpp's
+// packed product, gemv.hpp's few-row products): AVX-512 where the translation unit is built for it, else
+// AVX2 + FMA. Both kernels are written once against SimdFloat's static functions, so a new instruction set
+// is one more definition here. Defines EIGENFORMER_SIMD_FLOAT when either instruction set is available;
+// without it there is no SimdFloat and the kernels use their portable paths.
+#pragma once
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define EIGENFORMER_SIMD_FLOAT 1
+#include <immintrin.h>
+
+namespace eigenformer::backend::detail {
+
+#if defined(__AVX512F__)
+// 16 floats a register.
+struct SimdFloat {
+  using reg = __m512;
+  static constexpr int width = 16;
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg set1(float x) { return _mm512_set1_ps(x); }
+  static reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  // The first n lanes (0 < n < width) of p; the others read as zero and are never written.
+  static reg load_first(const float* p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
+  static void store_first(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
+};
+#else
+// 8 floats a register.
+struct SimdFloat {
+  using reg = __m256;
+  static constexpr int width = 8;
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg set1(float x) { return _mm256_set1_ps(x); }
+  static reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static __m256i first_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static reg load_first(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes(n)); }
+  static void store_first(float* p, reg v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
+};
+#endif
+
+}  // namespace eigenformer::backend::detail
+#endif
