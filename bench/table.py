@@ -411,8 +411,8 @@ def render(record):
         best_torch = min((x for x in t[2:5] if x), default=None)
         cells = [label] + [ms(x) for x in t[:5]] + ([ms(t[5])] if ort else []) + \
                 [ratio(best_torch, best_ours), rounds_text] + ([ratio(t[5], best_ours)] if ort else [])
-        torch_peak = max((peak.get(k) or 0 for k in ("torch", TORCH_1_BLAS_2)), default=0) or None if peak else None
-        mem = [mb(peak.get("ours")), mb(torch_peak)] + ([mb(peak.get("ort"))] if ort else []) if peak else []
+        torch_peak = max(peak.get("torch") or 0, peak.get(TORCH_1_BLAS_2) or 0) if peak else 0
+        mem = [mb(peak.get("ours")), mb(torch_peak or None)] + ([mb(peak.get("ort"))] if ort else []) if peak else []
         cells.append(" / ".join(mem) if mem else "")
         print("| " + " | ".join(cells) + " |")
     print()

@@ -2,7 +2,6 @@
 // batches (tests/CMakeLists.txt), where two file-local helpers of the same name would collide.
 #pragma once
 
-#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,8 +16,5 @@ inline std::string read_bytes(const std::filesystem::path& path) {
   if (!in) throw std::runtime_error("cannot open " + path.string());
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
-
-// Whether p is on a 64-byte boundary, the alignment the library promises for tensor storage.
-inline bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
 
 }  // namespace eftest

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <eigenformer/eigenformer.hpp>
 #include <fstream>
 #include <limits>
@@ -192,5 +193,8 @@ std::vector<std::vector<T>> parameter_values(ef::nn::Module<T>& m) {
 
 template <typename T>
 constexpr T inf = std::numeric_limits<T>::infinity();
+
+// Whether p is on a 64-byte boundary, the alignment the library promises for tensor storage.
+inline bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
 
 }  // namespace eftest

@@ -8,7 +8,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/throws.hpp"
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/throws.hpp"
 

@@ -505,8 +505,8 @@ inline constexpr index_t gemm_max_tiles = 8;
 // With the packed kernel, whose bits do not depend on where tiles start, the tiles follow the thread count
 // instead: one a thread. Every tile packs its own rows of a and columns of b, so a second tile a thread
 // packs a or b once more; on a 2-core AMD EPYC (Zen 5) one tile a thread was 2-8.5% faster at every model
-// shape measured on 2 threads (bench_gemm, 4 interleaved rounds) and 5-10% on BERT-base's forward, with no
-// loss from a thread that starts late (on an Intel Xeon the two were within noise).
+// shape measured on 2 threads (bench_gemm, 4 interleaved rounds) and 5-10% on BERT-base's forward (on an
+// Intel Xeon, a char GPT training step was within noise either way).
 inline constexpr index_t sgemm_tiles_per_thread = 1;
 
 // Float products of at least this many rows go to the packed kernel (sgemm_kernel.hpp) when it is built in;
