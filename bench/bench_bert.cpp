@@ -4,6 +4,8 @@
 // no checkpoint is needed. BertModel::forward as a classifier or an embedder calls it: the whole encoder and
 // the pooler, eval mode, inside InferenceMode.
 //   BM_bert_forward/<batch>/<seq>/<threads>          random in-vocabulary ids, attention_mask all ones
+//   BM_bert_forward_packed/<batch>/<seq>/<threads>   the same after model.pack_weights() (weights kept in
+//                                                    the packed kernel's order too: no repacking per forward)
 //   BM_bert_forward_padded/<batch>/<seq>/<threads>   the same with sequence i of the batch padded to
 //                                                    seq - 16 i real tokens (128, 112, ..., 16 at batch 8)
 // Every case sets its own thread count (the last part of its name) and restores the process setting after
@@ -61,13 +63,23 @@ namespace ef = eigenformer;
 
 namespace {
 
-ef::models::BertModel<float>& bert_base() {
-  static ef::models::BertModel<float> model = [] {
-    ef::manual_seed(0);
-    ef::models::BertModel<float> m(ef::models::BertConfig::bert_base_uncased());
-    m.eval();
-    return m;
-  }();
+ef::models::BertModel<float> make_bert_base() {
+  ef::manual_seed(0);
+  ef::models::BertModel<float> m(ef::models::BertConfig::bert_base_uncased());
+  m.eval();
+  return m;
+}
+
+ef::models::BertModel<float>& bert_base(bool packed) {
+  if (packed) {
+    static ef::models::BertModel<float> model = [] {
+      auto m = make_bert_base();
+      m.pack_weights();
+      return m;
+    }();
+    return model;
+  }
+  static ef::models::BertModel<float> model = make_bert_base();
   return model;
 }
 
@@ -90,10 +102,10 @@ ef::Tensor<std::int64_t, 2> attention_mask(ef::index_t b, ef::index_t t, bool pa
   return mask;
 }
 
-void run_forward(benchmark::State& state, bool padded) {
+void run_forward(benchmark::State& state, bool padded, bool packed = false) {
   const bench::Threads threads(state.range(2));
   const ef::InferenceMode inference;
-  auto& model = bert_base();
+  auto& model = bert_base(packed);
   const ef::index_t b = state.range(0), t = state.range(1);
   const auto ids = token_ids(b, t);
   const std::optional<ef::Tensor<std::int64_t, 2>> mask = attention_mask(b, t, padded);
@@ -107,6 +119,12 @@ void run_forward(benchmark::State& state, bool padded) {
 
 void BM_bert_forward(benchmark::State& state) { run_forward(state, false); }
 BENCHMARK(BM_bert_forward)
+    ->ArgsProduct({{1, 8}, {128}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_bert_forward_packed(benchmark::State& state) { run_forward(state, false, true); }
+BENCHMARK(BM_bert_forward_packed)
     ->ArgsProduct({{1, 8}, {128}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

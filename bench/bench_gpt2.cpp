@@ -2,6 +2,7 @@
 // names in bench/torch_gpt2.py (run both with bench/compare.py). Weights are random: speed does not depend
 // on their values, and no checkpoint is needed.
 //   BM_gpt2_forward/<t>         one t-token sequence (128, 512) through the whole model (logits for every position)
+//   BM_gpt2_forward_packed/<t>  the same after model.pack_weights() (every weight also in the packed kernel's order)
 //   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
 //                               time of an iteration is n tokens' worth, so ms/token = time / n
@@ -88,6 +89,15 @@ ef::models::GPT2LMHeadModel<float>& gpt2_small_bf16() {
   return model;
 }
 
+ef::models::GPT2LMHeadModel<float>& gpt2_small_packed() {
+  static ef::models::GPT2LMHeadModel<float> model = [] {
+    auto m = make_gpt2_small();
+    m.pack_weights();
+    return m;
+  }();
+  return model;
+}
+
 ef::Tensor<std::int64_t, 2> token_ids(ef::index_t t) {
   auto ids = ef::Tensor<std::int64_t, 2>::empty({1, t});
   for (ef::index_t i = 0; i < t; ++i) ids(0, i) = (i * 7919) % 50257;  // any in-vocabulary ids
@@ -109,8 +119,7 @@ void BM_gpt2_attention(benchmark::State& state) {
 }
 BENCHMARK(BM_gpt2_attention)->ArgsProduct({{128, 512}, {0, 1}})->Unit(benchmark::kMillisecond);
 
-void BM_gpt2_forward(benchmark::State& state) {
-  auto& model = gpt2_small();
+void run_forward(benchmark::State& state, ef::models::GPT2LMHeadModel<float>& model) {
   const auto ids = token_ids(state.range(0));
   benchmark::DoNotOptimize(model.forward(ids).data());  // warm-up
   const auto before = g_allocations.load();
@@ -118,7 +127,11 @@ void BM_gpt2_forward(benchmark::State& state) {
   state.counters["allocs"] = benchmark::Counter(static_cast<double>(g_allocations.load() - before),
                                                 benchmark::Counter::kAvgIterations);
 }
+void BM_gpt2_forward(benchmark::State& state) { run_forward(state, gpt2_small()); }
 BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
+// The same after model.pack_weights(): every weight also in the packed kernel's order, read without repacking.
+void BM_gpt2_forward_packed(benchmark::State& state) { run_forward(state, gpt2_small_packed()); }
+BENCHMARK(BM_gpt2_forward_packed)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 
 void decode_step(benchmark::State& state, const ef::models::GPT2LMHeadModel<float>& model) {
   auto cache = model.make_cache(1, 129);

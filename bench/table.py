@@ -51,8 +51,11 @@ class Usage(Exception):
 
 def workloads():
     """name -> (title, binary, ours(n) case, torch(n) argv, ort model or None, ort(n) case, per-iteration divisor)."""
-    gpt2 = lambda case: (lambda n: case, lambda n: ["torch_gpt2.py", "--threads", str(n), "--only", case])
-    bert = lambda b: (lambda n: f"BM_bert_forward/{b}/128/{n}",
+    # Forward passes: ours after model.pack_weights() unless --no-pack (read when the job runs).
+    packed = lambda case: case.replace("_forward/", "_forward_packed/") if PACK_WEIGHTS[0] else case
+    gpt2 = lambda case: (lambda n: packed(case) if "_forward/" in case else case,
+                         lambda n: ["torch_gpt2.py", "--threads", str(n), "--only", case])
+    bert = lambda b: (lambda n: packed(f"BM_bert_forward/{b}/128/{n}"),
                       lambda n: ["torch_bert.py", "--only-threads", str(n), "--only", f"BM_bert_forward/{b}/128/{n}"])
     train = lambda case: (lambda n: f"{case}/{n}",
                           lambda n: ["torch_train.py", "--only-threads", str(n), "--only", f"{case}/{n}"])
@@ -150,6 +153,7 @@ class Jobs:
         return jobs
 
 
+PACK_WEIGHTS = [True]  # set from --no-pack
 WORKLOADS = workloads()
 # PyTorch with torch.set_num_threads(1) and OpenBLAS's pool on 2 threads: its fastest setting on these 2-core
 # machines for GEMM-bound work (torch's own 2 threads on top of OpenBLAS's 2 oversubscribe the cores).
@@ -266,6 +270,8 @@ def main():
     ap.add_argument("--openblas-coretype", metavar="NAME",
                     help="OPENBLAS_CORETYPE for PyTorch, in place of what --openblas-env prints (e.g. SkylakeX on "
                          "Zen 5, which OpenBLAS 0.3.21 detects as the slower Cooperlake)")
+    ap.add_argument("--no-pack", action="store_true",
+                    help="run our forward passes without model.pack_weights() (the weights repacked on every product)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1, --quick 0.2)")
     ap.add_argument("--json", metavar="FILE", help="also write every round's numbers here")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json, running nothing")
@@ -295,6 +301,7 @@ def run(args):
         args.min_time = 0.2 if args.quick else 1.0
     if args.rounds < 1 or args.min_time <= 0:
         raise Usage("--rounds must be >= 1 and --min-time > 0")
+    PACK_WEIGHTS[0] = not args.no_pack
     chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in chosen if w not in WORKLOADS]
     if unknown or not chosen:
@@ -361,6 +368,10 @@ def run(args):
 
     if args.ort_dir and any(WORKLOADS[w][4] is None and w != GEMM for w in chosen):
         notes.append("ORT: inference only; no decode figure (the exported GPT-2 graph has no KV-cache inputs).")
+    if any(w.startswith(("gpt2_s", "bert_")) for w in chosen):
+        notes.append("Our forward passes ran after model.pack_weights() (every weight also kept in the packed kernel's "
+                     "order: no repacking per product, about the weights' memory again)" if PACK_WEIGHTS[0] else
+                     "Our forward passes ran without model.pack_weights() (--no-pack).")
     if GEMM in chosen:
         notes.append("SGEMM: PyTorch's columns are torch.mm with torch on 1 thread and OpenBLAS on 1 / 2; each side's "
                      "shapes ran in one process, whose peak RSS is on the first row.")

@@ -8,6 +8,7 @@
 #include "eigenformer/nn/positional_encoding.hpp"
 #include "eigenformer/nn/linear.hpp"
 #include "eigenformer/nn/conv1d.hpp"
+#include "eigenformer/nn/pack_weights.hpp"
 #include "eigenformer/nn/dropout.hpp"
 #include "eigenformer/nn/activation.hpp"
 #include "eigenformer/nn/layernorm.hpp"

@@ -11,6 +11,7 @@
 #include "eigenformer/tensor/matmul.hpp"
 #include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/bf16.hpp"
+#include "eigenformer/tensor/packed_matrix.hpp"
 #include "eigenformer/tensor/join.hpp"
 #include "eigenformer/tensor/eigen_interop.hpp"
 #include "eigenformer/tensor/print.hpp"

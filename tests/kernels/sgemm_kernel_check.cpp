@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "eigenformer/nn/conv1d.hpp"
+#include "eigenformer/nn/linear.hpp"
 #include "eigenformer/tensor.hpp"
+#include "eigenformer/tensor/packed_matrix.hpp"
 #include "support/cases.hpp"
 #include "support/gemv_check.hpp"
 
@@ -185,6 +188,120 @@ TEST_CASE("backend::gemm computes float products with the kernel, with the same 
   }
   ef::set_num_threads(saved);
   eftest::check_ran(ran, products.size() * 3, "thread-count cases");
+}
+
+namespace {
+
+// rows x cols of uniform(-1, 1) values, as a fresh row-major tensor.
+ef::Tensor<float, 2> uniform_matrix(index_t rows, index_t cols, std::mt19937& gen) {
+  auto t = ef::Tensor<float, 2>::empty({rows, cols});
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = uniform(gen);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("products with a packed weight have the bits of the unpacked product for every layout, edge and thread count") {
+  using ef::backend::detail::sgemm_kc;
+  using ef::backend::detail::sgemm_nr;
+  REQUIRE(ef::backend::detail::packed_weights_supported);
+  std::mt19937 gen(13);
+  // Rows from the smallest the packed kernel takes (8) up; columns around the panel width and the column
+  // block; k on both sides of the k block, so that blocks and panels of the packed copy start everywhere.
+  const std::vector<Shape3> shapes{{8, 1, 1},          {9, sgemm_nr - 1, 7},        {13, sgemm_nr + 1, sgemm_kc},
+                                   {40, 3 * sgemm_nr + 5, sgemm_kc + 1}, {130, 70, 2 * sgemm_kc + 3},
+                                   {64, ef::backend::detail::sgemm_nc + 9, 33},       {200, 96, 64}};
+  const int saved = ef::get_num_threads();
+  std::size_t ran = 0;
+  for (const auto& s : shapes)
+    for (int b_layout = 0; b_layout < 3; ++b_layout)  // row-major, column-major (Linear's w.t()), strided
+      for (const bool a_col_major : {false, true}) {
+        const auto a = a_col_major ? uniform_matrix(s.k, s.m, gen).t() : uniform_matrix(s.m, s.k, gen);
+        const auto stored = b_layout == 1 ? uniform_matrix(s.n, s.k, gen) : uniform_matrix(s.k, 2 * s.n, gen);
+        const auto b = b_layout == 0 ? stored.narrow(1, 0, s.n)
+                       : b_layout == 1 ? stored.t()
+                                       : stored.slice(1, 0, 2 * s.n, 2);
+        const ef::PackedMatrix packed(b);
+        REQUIRE(!packed.empty());
+        REQUIRE(packed.matches(b));
+        auto bias = uniform_matrix(1, s.n, gen).reshape(ef::Shape<1>{s.n});
+        const ef::backend::Epilogue<float> epilogue{&bias, ef::backend::Activation::gelu_tanh};
+        for (int threads : {1, 2, 3}) {
+          ef::set_num_threads(threads);
+          const auto expected = ef::backend::gemm(a, b, epilogue);
+          const auto got = ef::backend::gemm(a, b, &packed, epilogue);
+          REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * s.m * s.n) == 0,
+                          "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout << ", a col-major "
+                                   << a_col_major << ", " << threads << " threads");
+          // Accumulating into part of a wider output (alpha, beta), and on the calling thread alone.
+          auto wide = uniform_matrix(s.m, s.n + 5, gen);
+          auto into = wide.narrow(1, 2, s.n);
+          auto wide_expected = wide.clone();
+          auto into_expected = wide_expected.narrow(1, 2, s.n);
+          ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f);
+          ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, {}, ef::backend::Tiling::calling_thread);
+          REQUIRE_MESSAGE(std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
+                          "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout);
+          ++ran;
+        }
+      }
+  ef::set_num_threads(saved);
+  eftest::check_ran(ran, shapes.size() * 3 * 2 * 3, "packed-weight products");
+}
+
+TEST_CASE("a packed weight: few-row products read the float weight, and a stale or foreign copy is refused") {
+  std::mt19937 gen(17);
+  auto w = uniform_matrix(40, 24, gen);  // Linear's (out, in)
+  const ef::PackedMatrix packed(w.t());
+  REQUIRE(packed.rows() == 24);
+  REQUIRE(packed.cols() == 40);
+  // 3 rows: decoding's products, which stream the float weight (gemv.hpp) and never read the packed copy.
+  const auto few = uniform_matrix(3, 24, gen);
+  const auto expected_few = ef::backend::gemm(few, w.t());
+  const auto got_few = ef::backend::gemm(few, w.t(), &packed);
+  CHECK(std::memcmp(got_few.data(), expected_few.data(), sizeof(float) * expected_few.numel()) == 0);
+  const auto x = uniform_matrix(16, 24, gen);
+  // A copy packed from another matrix of another shape.
+  const ef::PackedMatrix other(uniform_matrix(24, 41, gen));
+  CHECK_THROWS_AS(ef::backend::gemm(x, w.t(), &other), ef::shape_error);
+  // The weight changed after packing (an optimiser step would change every element; one sampled element
+  // is enough to be caught): the product throws rather than using stale values.
+  w(20, 12) += 1.0f;
+  CHECK_THROWS_WITH_AS(ef::backend::gemm(x, w.t(), &packed), doctest::Contains("pack_weights() again"), std::logic_error);
+  // The shapes of the operands themselves are checked as for any product.
+  CHECK_THROWS_AS(ef::backend::gemm(uniform_matrix(16, 23, gen), w.t(), &packed), ef::shape_error);
+}
+
+TEST_CASE("Linear and Conv1D with packed weights: the same outputs, none while recording, and a stale copy is refused") {
+  ef::manual_seed(21);
+  ef::nn::Linear<float> linear(48, 40);
+  ef::nn::Conv1D<float> conv(48, 40);
+  const auto x = ef::randn<float>({3, 7, 48});  // 21 rows: the packed kernel's products
+  linear.eval();
+  conv.eval();
+  const auto linear_before = linear.forward(x);
+  const auto conv_before = conv.forward(x);
+  linear.pack_weights();
+  conv.pack_weights();
+  REQUIRE(linear.packed_weight() != nullptr);
+  REQUIRE(conv.packed_weight() != nullptr);
+  const auto linear_after = linear.forward(x);
+  const auto conv_after = conv.forward(x);
+  CHECK(std::memcmp(linear_after.data(), linear_before.data(), sizeof(float) * linear_before.numel()) == 0);
+  CHECK(std::memcmp(conv_after.data(), conv_before.data(), sizeof(float) * conv_before.numel()) == 0);
+  // Training: the optimiser changes the weight, and forwards that record for backward read the float weight.
+  linear.train();
+  linear.weight.data(0, 0) -= 0.25f;
+  const auto trained = linear.forward(x);
+  linear.eval();
+  {
+    ef::InferenceMode inference;
+    CHECK_THROWS_WITH_AS(linear.forward(x), doctest::Contains("changed since it was packed"), std::logic_error);
+  }
+  linear.pack_weights();
+  const auto repacked = linear.forward(x);
+  CHECK(std::memcmp(repacked.data(), trained.data(), sizeof(float) * trained.numel()) == 0);
 }
 
 // The few-row products of decoding (tensor/gemv.hpp) have their own AVX2 and AVX-512 paths, built here too.

@@ -3,6 +3,8 @@
 // sentence alone, and bad input. PyTorch's numbers: test_bert_fixtures.cpp.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include <eigenformer/models/bert.hpp>
 #include <sstream>
 
@@ -177,6 +179,40 @@ TEST_CASE("BertForSequenceClassification: the loss and its gradient") {
   const auto out = r.forward(ids, mask);
   const double mse = r.loss(out, ef::tensor<std::int64_t>({1, 0}));
   CHECK(mse == doctest::Approx((std::pow(out(0, 0) - 1, 2) + std::pow(out(1, 0), 2)) / 2).epsilon(1e-12));
+}
+
+// pack_weights keeps every weight also in the packed kernel's order (tensor/packed_matrix.hpp). In a build
+// with the kernel (EIGENFORMER_NATIVE_TESTS, or the kernel tests) the products of these 12 rows read the
+// packed copies; in the baseline build packing does nothing. Either way the logits keep their bits.
+TEST_CASE("BERT: pack_weights leaves the logits bit for bit, and a weight changed afterwards is refused") {
+  ef::manual_seed(41);
+  auto cfg = tiny_bert_config();
+  models::BertForMaskedLM<float> mlm(cfg);
+  models::BertForSequenceClassification<float> classifier(cfg);
+  randomize(mlm);
+  randomize(classifier);
+  mlm.eval();
+  classifier.eval();
+  const auto ids = ids_batch(), mask = mask_batch(), types = types_batch();
+  const auto mlm_before = mlm.forward(ids, mask, types);
+  const auto cls_before = classifier.forward(ids, mask, types);
+  mlm.pack_weights();
+  classifier.pack_weights();
+  const bool supported = ef::backend::detail::packed_weights_supported;
+  CHECK((mlm.bert.encoder.layer[0].attention.self.query.packed_weight() != nullptr) == supported);
+  CHECK((classifier.classifier.packed_weight() != nullptr) == supported);
+  const auto mlm_after = mlm.forward(ids, mask, types);
+  const auto cls_after = classifier.forward(ids, mask, types);
+  REQUIRE(mlm_after.shape() == mlm_before.shape());
+  REQUIRE(cls_after.shape() == cls_before.shape());
+  CHECK(std::memcmp(mlm_after.data(), mlm_before.data(), sizeof(float) * mlm_before.numel()) == 0);
+  CHECK(std::memcmp(cls_after.data(), cls_before.data(), sizeof(float) * cls_before.numel()) == 0);
+  // The tied decoder reads the word embeddings: changing them (as a training step would) leaves its packed
+  // copy stale, which the next inference forward reports instead of using.
+  mlm.bert.embeddings.word_embeddings.weight.data(0, 0) += 1.0f;
+  if (supported) CHECK_THROWS_WITH_AS(mlm.forward(ids, mask, types), doctest::Contains("pack_weights() again"), std::logic_error);
+  mlm.pack_weights();
+  CHECK_NOTHROW(mlm.forward(ids, mask, types));
 }
 
 TEST_CASE("BERT: a padded batch gives every sentence what it gets alone") {

@@ -8,6 +8,7 @@
 //       threads: bit-identical logits and gradients
 //       (the backend's contract: work split by size only, no reduction split across chunks). Dropout is on,
 //       drawn from a GeneratorGuard seeded the same way for every run.
+//       The same again after pack_weights(), the threads sharing the packed copies of the weights.
 //   (c) inference holds no gradients: eval forwards, InferenceMode forwards of a training-mode model, cached
 //       forwards and generate() leave every parameter's has_grad() false and nothing saved for backward.
 // Tolerance: none; results are compared bit for bit.
@@ -65,24 +66,29 @@ TEST_CASE("GPT-2 threads: one eval model shared by 4 threads gives each the sing
     expected_logits.push_back(m.forward(inputs.back()));
     expected_tokens.push_back(models::generate(m, inputs.back(), g).to_vector());
   }
-  std::vector<int> mismatches(threads, 0), errors(threads, 0);
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i)
-    pool.emplace_back([&, i] {
-      try {
-        for (int r = 0; r < rounds; ++r) {
-          if (!same_bits(m.forward(inputs[i]), expected_logits[i])) ++mismatches[i];
-          if (models::generate(m, inputs[i], g).to_vector() != expected_tokens[i]) ++mismatches[i];
+  // Then again after pack_weights(): the threads share the packed copies too (tensor/packed_matrix.hpp),
+  // which give the float weights' bits (in a build with the packed kernel; without it packing does nothing).
+  for (const bool packed : {false, true}) {
+    if (packed) m.pack_weights();
+    std::vector<int> mismatches(threads, 0), errors(threads, 0);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] {
+        try {
+          for (int r = 0; r < rounds; ++r) {
+            if (!same_bits(m.forward(inputs[i]), expected_logits[i])) ++mismatches[i];
+            if (models::generate(m, inputs[i], g).to_vector() != expected_tokens[i]) ++mismatches[i];
+          }
+        } catch (...) {
+          ++errors[i];
         }
-      } catch (...) {
-        ++errors[i];
-      }
-    });
-  for (auto& t : pool) t.join();
-  for (int i = 0; i < threads; ++i) {
-    INFO("thread " << i);
-    CHECK(errors[i] == 0);
-    CHECK(mismatches[i] == 0);
+      });
+    for (auto& t : pool) t.join();
+    for (int i = 0; i < threads; ++i) {
+      INFO("thread " << i << (packed ? ", packed weights" : ""));
+      CHECK(errors[i] == 0);
+      CHECK(mismatches[i] == 0);
+    }
   }
   // The shared model was only read: no gradient appeared, nothing was saved.
   for (const auto& p : m.named_parameters()) CHECK_MESSAGE(!p.has_grad(), p.name);

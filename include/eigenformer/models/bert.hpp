@@ -66,6 +66,7 @@
 #include "eigenformer/nn/linear.hpp"
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/nn/module_list.hpp"
+#include "eigenformer/nn/pack_weights.hpp"
 #include "eigenformer/random.hpp"
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/tensor/backend.hpp"
@@ -258,8 +259,9 @@ class BertSelfAttention : public nn::Module<T> {
     for (index_t i = 0; i < 3; ++i) {
       auto out = qkv.narrow(1, i * dim_, dim_);
       const auto& lin = *projections[i];
-      backend::gemm(x2, lin.weight.data.t(), out, T(1), T(0),
-                    backend::Epilogue<T>{lin.bias ? &lin.bias->data : nullptr, backend::Activation::none});
+      const backend::Epilogue<T> epilogue{lin.bias ? &lin.bias->data : nullptr, backend::Activation::none};
+      if constexpr (std::is_same_v<T, float>) backend::gemm(x2, lin.weight.data.t(), lin.prepared_weight().packed, out, 1.0f, 0.0f, epilogue);
+      else backend::gemm(x2, lin.weight.data.t(), out, T(1), T(0), epilogue);
     }
     std::optional<Context> ctx;
     if (this->records_for_backward()) ctx.emplace(Context{x2, {}});
@@ -397,9 +399,10 @@ class BertIntermediate : public nn::Module<T> {
     // Inference: one gemm with the bias and the activation in its epilogue (one pass over the wide hidden
     // layer, no tensor for the pre-activation).
     const index_t b = x.shape()[0], t = x.shape()[1];
-    const auto h = backend::gemm(x.reshape(Shape<2>{b * t, dense.in_features()}), dense.weight.data.t(),
-                                 backend::Epilogue<T>{&dense.bias->data,
-                                                      nn::epilogue_activation(intermediate_act_fn.kind())});
+    const auto h = nn::detail::dense_product(x.reshape(Shape<2>{b * t, dense.in_features()}), dense.weight.data.t(),
+                                             dense.prepared_weight(),
+                                             backend::Epilogue<T>{&dense.bias->data,
+                                                                  nn::epilogue_activation(intermediate_act_fn.kind())});
     return h.view(Shape<3>{b, t, dense.out_features()});
   }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) { return dense.backward(intermediate_act_fn.backward(g)); }
@@ -523,6 +526,15 @@ class BertModel : public nn::Module<T> {
   std::optional<BertPooler<T>> pooler;
 
   const BertConfig& config() const noexcept { return config_; }
+
+  // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
+  // tensor/packed_matrix.hpp): same outputs, no repacking per forward, about the weights' memory again. A
+  // snapshot: after changing the weights (training, loading), call it again.
+  void pack_weights()
+    requires std::is_same_v<T, float>
+  {
+    nn::pack_weights(*this);
+  }
 
   std::string type_name() const override { return "BertModel"; }
   void register_members(nn::Members<T>& m) override {
@@ -714,6 +726,16 @@ class BertForMaskedLM : public nn::Module<T> {
 
   const BertConfig& config() const noexcept { return bert.config(); }
 
+  // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
+  // tensor/packed_matrix.hpp): same outputs, no repacking per forward, about the weights' memory again. A
+  // snapshot: after changing the weights (training, loading), call it again.
+  void pack_weights()
+    requires std::is_same_v<T, float>
+  {
+    nn::pack_weights(*this);
+    cls.predictions.decoder.pack_weights(bert.embeddings.word_embeddings.weight.data);
+  }
+
   std::string type_name() const override { return "BertForMaskedLM"; }
   void register_members(nn::Members<T>& m) override {
     m.child("bert", bert);
@@ -755,6 +777,15 @@ class BertForSequenceClassification : public nn::Module<T> {
 
   const BertConfig& config() const noexcept { return bert.config(); }
   index_t num_labels() const noexcept { return config().num_labels; }
+
+  // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
+  // tensor/packed_matrix.hpp): same outputs, no repacking per forward, about the weights' memory again. A
+  // snapshot: after changing the weights (training, loading), call it again.
+  void pack_weights()
+    requires std::is_same_v<T, float>
+  {
+    nn::pack_weights(*this);
+  }
 
   std::string type_name() const override { return "BertForSequenceClassification"; }
   void register_members(nn::Members<T>& m) override {

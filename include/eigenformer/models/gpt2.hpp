@@ -72,6 +72,7 @@
 #include "eigenformer/nn/layernorm.hpp"
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/nn/module_list.hpp"
+#include "eigenformer/nn/pack_weights.hpp"
 #include "eigenformer/random.hpp"
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/tensor/backend.hpp"
@@ -246,7 +247,7 @@ class GPT2MLP : public nn::Module<T> {
     const index_t b = x.shape()[0], t = x.shape()[1];
     if (x.shape()[2] != c_fc.in_features()) return c_proj.forward(act.forward(c_fc.forward(x)));  // its error
     const auto hidden = nn::detail::dense_product(x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data,
-                                                  c_fc.bf16_weight(),
+                                                  c_fc.prepared_weight(),
                                                   backend::Epilogue<T>{&c_fc.bias.data, nn::epilogue_activation(act.kind())});
     return c_proj.forward(hidden.view(Shape<3>{b, t, c_fc.out_features()}));
   }
@@ -484,6 +485,16 @@ class GPT2LMHeadModel : public nn::Module<T> {
     }
     round_to_bf16_(transformer.wte.weight.data);
     lm_head.to_bf16_weights(transformer.wte.weight.data);
+  }
+
+  // Every weight matrix (the tied LM head's too) also kept in the packed kernel's order, which the float
+  // products of a prompt then read without repacking it on every call (tensor/packed_matrix.hpp): same
+  // logits, about the weights' memory again. A snapshot: after changing the weights, call it again.
+  void pack_weights()
+    requires std::is_same_v<T, float>
+  {
+    nn::pack_weights(*this);
+    lm_head.pack_weights(transformer.wte.weight.data);
   }
 
   // A cache for `batch` sequences of up to `capacity` tokens (0 = n_positions).

@@ -15,6 +15,7 @@
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/bf16.hpp"
+#include "eigenformer/tensor/packed_matrix.hpp"
 
 namespace eigenformer::models {
 
@@ -40,9 +41,13 @@ class TiedLMHead : public nn::Module<T> {
     const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
     const backend::Epilogue<T> epilogue{bias, backend::Activation::none};
     Tensor<T, 2> logits;  // (B T, V)
-    if constexpr (std::is_same_v<T, float>)
-      logits = weight_bf16_.empty() ? backend::gemm(h2, weight.t(), epilogue) : backend::gemm(h2, weight.t(), weight_bf16_, epilogue);
-    else
+    if constexpr (std::is_same_v<T, float>) {
+      const bool recording = this->records_for_backward();  // its products read the float weight
+      if (!recording && !weight_bf16_.empty() && b * t <= backend::detail::gemv_max_rows)
+        logits = backend::gemm(h2, weight.t(), weight_bf16_, epilogue);
+      else
+        logits = backend::gemm(h2, weight.t(), recording || weight_packed_.empty() ? nullptr : &weight_packed_, epilogue);
+    } else
       logits = backend::gemm(h2, weight.t(), epilogue);
     if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
     return logits.view(Shape<3>{b, t, out_});
@@ -59,6 +64,19 @@ class TiedLMHead : public nn::Module<T> {
       throw shape_error("TiedLMHead.to_bf16_weights: weight " + shape_string(weight.shape()) + " is not (" +
                         std::to_string(out_) + ", " + std::to_string(in_) + ")");
     weight_bf16_ = Bf16Matrix(weight.t());
+    if (!weight_packed_.empty()) pack_weights(weight);  // the rounded values
+  }
+
+  // Keeps the tied weight (V, C) also in the packed kernel's order (tensor/packed_matrix.hpp), which forward
+  // then reads for inference products of 8 rows or more (a prompt's logits): the same bits, about the
+  // table's memory again. A snapshot: call again after the weight changes.
+  void pack_weights(const Tensor<float, 2>& weight)
+    requires std::is_same_v<T, float>
+  {
+    if (weight.shape()[0] != out_ || weight.shape()[1] != in_)
+      throw shape_error("TiedLMHead.pack_weights: weight " + shape_string(weight.shape()) + " is not (" +
+                        std::to_string(out_) + ", " + std::to_string(in_) + ")");
+    weight_packed_ = PackedMatrix(weight.t());
   }
 
   // Accumulates dL/dweight += g^T hidden into the tied parameter (and dL/dbias, the column sums of g, when a
@@ -83,6 +101,7 @@ class TiedLMHead : public nn::Module<T> {
   index_t in_, out_;
   bool prints_bias_;
   Bf16Matrix weight_bf16_;  // (C, V) column-major: wte's rows, when to_bf16_weights was called
+  PackedMatrix weight_packed_;  // (C, V) packed, when pack_weights was called
 };
 
 }  // namespace eigenformer::models

@@ -51,7 +51,7 @@ class Conv1D : public Module<T> {
     std::optional<detail::DenseContext<T>> ctx;
     if (this->records_for_backward()) ctx.emplace();
     auto y = detail::dense_forward("Conv1D", x, weight.data, &bias.data, detail::DenseLayout::in_out,
-                                   ctx ? &*ctx : nullptr, bf16_weight());
+                                   ctx ? &*ctx : nullptr, prepared_weight());
     if (ctx) this->save_for_backward(std::move(*ctx));
     return y;
   }
@@ -69,13 +69,29 @@ class Conv1D : public Module<T> {
   {
     round_to_bf16_(weight.data);
     weight_bf16_ = Bf16Matrix(weight.data);
+    if (!weight_packed_.empty()) pack_weights();  // the rounded values
   }
   // The bfloat16 copy, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
 
+  // The weight also in the packed kernel's order, as Linear::pack_weights (tensor/packed_matrix.hpp).
+  void pack_weights()
+    requires std::is_same_v<T, float>
+  {
+    weight_packed_ = PackedMatrix(weight.data);
+  }
+  // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
+  const PackedMatrix* packed_weight() const noexcept { return weight_packed_.empty() ? nullptr : &weight_packed_; }
+  // The copies an inference product may read (none while recording for backward), as Linear's.
+  detail::PreparedWeight prepared_weight() const noexcept {
+    if (this->records_for_backward()) return {};
+    return {bf16_weight(), packed_weight()};
+  }
+
  private:
   index_t in_features_, out_features_;
   Bf16Matrix weight_bf16_;
+  PackedMatrix weight_packed_;
 };
 
 }  // namespace eigenformer::nn

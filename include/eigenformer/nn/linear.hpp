@@ -14,6 +14,7 @@
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/bf16.hpp"
+#include "eigenformer/tensor/packed_matrix.hpp"
 
 namespace eigenformer::nn {
 
@@ -36,22 +37,32 @@ Tensor<T, 2> dense_in_out(const Tensor<T, 2>& weight, DenseLayout layout) {
   return layout == DenseLayout::out_in ? weight.t() : weight;
 }
 
-// x2 (N, in) w (in, out) with the epilogue, reading the layer's bfloat16 copy of w when it has one
-// (to_bf16_weights) and the product is a decoding step's few rows (tensor/bf16.hpp).
+// The prepared copies of a layer's weight that inference products may read instead of the float tensor:
+// bfloat16 (to_bf16_weights, tensor/bf16.hpp) for a decoding step's few rows, packed (pack_weights,
+// tensor/packed_matrix.hpp) for products of many rows. Null when the layer has none.
+struct PreparedWeight {
+  const Bf16Matrix* bf16 = nullptr;
+  const PackedMatrix* packed = nullptr;
+};
+
+// x2 (N, in) w (in, out) with the epilogue, reading one of the layer's prepared copies of w when it has
+// one for a product of this many rows.
 template <floating_element T>
-Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const Bf16Matrix* w_bf16,
+Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
                            const backend::Epilogue<T>& epilogue) {
-  if constexpr (std::is_same_v<T, float>)
-    if (w_bf16) return backend::gemm(x2, w, *w_bf16, epilogue);
+  if constexpr (std::is_same_v<T, float>) {
+    if (prepared.bf16 && x2.shape()[0] <= backend::detail::gemv_max_rows) return backend::gemm(x2, w, *prepared.bf16, epilogue);
+    return backend::gemm(x2, w, prepared.packed, epilogue);
+  }
   return backend::gemm(x2, w, epilogue);
 }
 
 // (..., in) -> (..., out) as one gemm with the bias added in its epilogue. `context`, when given, receives
-// what dense_backward needs; `weight_bf16`, when given, is the layer's bfloat16 copy of dense_in_out(weight).
+// what dense_backward needs; `prepared` holds the layer's prepared copies of dense_in_out(weight), if any.
 template <floating_element T, std::size_t R>
 Tensor<T, R> dense_forward(const char* layer, const Tensor<T, R>& x, const Tensor<T, 2>& weight,
                            const Tensor<T, 1>* bias, DenseLayout layout, DenseContext<T>* context,
-                           const Bf16Matrix* weight_bf16 = nullptr) {
+                           const PreparedWeight& prepared = {}) {
   static_assert(R >= 1, "dense layer forward: the input needs at least one dim (the features)");
   const auto w = dense_in_out(weight, layout);
   const index_t in = w.shape()[0], out = w.shape()[1];
@@ -60,7 +71,7 @@ Tensor<T, R> dense_forward(const char* layer, const Tensor<T, R>& x, const Tenso
                       shape_string(weight.shape()) + ": last dim of the input must be in_features " +
                       std::to_string(in));
   const auto x2 = x.reshape(Shape<2>{x.numel() / in, in});  // (N, in)
-  auto y = dense_product(x2, w, weight_bf16, backend::Epilogue<T>{bias, backend::Activation::none});  // (N, out)
+  auto y = dense_product(x2, w, prepared, backend::Epilogue<T>{bias, backend::Activation::none});  // (N, out)
   if (context) *context = DenseContext<T>{x2, std::vector<index_t>(x.shape().begin(), x.shape().end())};
   Shape<R> out_shape = x.shape();
   out_shape[R - 1] = out;
@@ -144,7 +155,7 @@ class Linear : public Module<T> {
     std::optional<detail::DenseContext<T>> ctx;
     if (this->records_for_backward()) ctx.emplace();
     auto y = detail::dense_forward("Linear", x, weight.data, bias ? &bias->data : nullptr,
-                                   detail::DenseLayout::out_in, ctx ? &*ctx : nullptr, bf16_weight());
+                                   detail::DenseLayout::out_in, ctx ? &*ctx : nullptr, prepared_weight());
     if (ctx) this->save_for_backward(std::move(*ctx));
     return y;
   }
@@ -164,13 +175,33 @@ class Linear : public Module<T> {
   {
     round_to_bf16_(weight.data);
     weight_bf16_ = Bf16Matrix(detail::dense_in_out(weight.data, detail::DenseLayout::out_in));
+    if (!weight_packed_.empty()) pack_weights();  // the rounded values
   }
   // The bfloat16 copy, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
 
+  // Keeps the weight also in the packed kernel's order (tensor/packed_matrix.hpp), which inference products
+  // of 8 rows or more then read: no repacking per call, the same bits, about the weight's memory again. A
+  // snapshot: call again after changing the weight. Does nothing in a build without the packed kernel.
+  void pack_weights()
+    requires std::is_same_v<T, float>
+  {
+    weight_packed_ = PackedMatrix(detail::dense_in_out(weight.data, detail::DenseLayout::out_in));
+  }
+  // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
+  const PackedMatrix* packed_weight() const noexcept { return weight_packed_.empty() ? nullptr : &weight_packed_; }
+
+  // The copies an inference product may read; none while recording for backward, whose products read the
+  // float weight that the optimiser updates.
+  detail::PreparedWeight prepared_weight() const noexcept {
+    if (this->records_for_backward()) return {};
+    return {bf16_weight(), packed_weight()};
+  }
+
  private:
   index_t in_features_, out_features_;
   Bf16Matrix weight_bf16_;
+  PackedMatrix weight_packed_;
 };
 
 }  // namespace eigenformer::nn

@@ -219,27 +219,27 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
   }
 }
 
-// c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
-// or column-major with the given row (column) stride; on the calling thread.
-inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
-                         const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
-                         index_t ldc) {
-  static thread_local SgemmScratch a_scratch, b_scratch;
-  const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
+// The blocked product c (rows x cols, row stride ldc) = beta c + alpha op(a) B, a rows x k stored row- or
+// column-major with row (column) stride lda, on the calling thread. B comes as packed blocks:
+// b_block(pc, kc, jc, nc) returns k [pc, pc + kc) x columns [jc, jc + nc) of B in sgemm_pack_b's panel order,
+// either packed there and then (sgemm_packed) or read from a matrix packed once (sgemm_prepacked). Both feed
+// the register block the same panels in the same order, hence the same bits.
+template <class BBlock>
+void sgemm_blocked(bool a_col_major, index_t rows, index_t cols, index_t k, float alpha, const float* a, index_t lda,
+                   BBlock&& b_block, float beta, float* c, index_t ldc) {
+  static thread_local SgemmScratch a_scratch;
   const index_t mc_max = std::min<index_t>(sgemm_mc, (rows + sgemm_mr - 1) / sgemm_mr * sgemm_mr);
   const index_t kc_max = std::min<index_t>(sgemm_kc, k);
-  float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
   float* ap = a_scratch.get(static_cast<std::size_t>(mc_max * kc_max));
   // Above ~2 MB (this machine kind's L2 a core) the output no longer stays cached from one k block to the next.
   const bool prefetch_c = rows * cols > (index_t{1} << 19);
   auto a_at = [&](index_t i, index_t p) { return a_col_major ? a + i + p * lda : a + i * lda + p; };
-  auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
   for (index_t jc = 0; jc < cols; jc += sgemm_nc) {
     const index_t nc = std::min<index_t>(sgemm_nc, cols - jc);
     for (index_t pc = 0; pc < k; pc += sgemm_kc) {
       const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
       const float block_beta = pc == 0 ? beta : 1.0f;
-      sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
+      const float* bp = b_block(pc, kc, jc, nc);
       for (index_t ic = 0; ic < rows; ic += sgemm_mc) {
         const index_t mc = std::min<index_t>(sgemm_mc, rows - ic);
         sgemm_pack_a(a_at(ic, pc), a_col_major, lda, mc, kc, ap);
@@ -252,11 +252,42 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
     }
   }
 }
+
+// c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
+// or column-major with the given row (column) stride; on the calling thread.
+inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
+                         const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
+                         index_t ldc) {
+  static thread_local SgemmScratch b_scratch;
+  const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
+  float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * std::min<index_t>(sgemm_kc, k)));
+  auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
+  sgemm_blocked(a_col_major, rows, cols, k, alpha, a, lda, [&](index_t pc, index_t kc, index_t jc, index_t nc) {
+    sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
+    return static_cast<const float*>(bp);
+  }, beta, c, ldc);
+}
+
+// The same product with b (k x padded_cols, padded_cols a multiple of sgemm_nr) packed once beforehand:
+// block pc (k [pc, pc + kc)) at packed + pc * padded_cols, in sgemm_pack_b's panel order over all columns.
+// c's columns start at b's column col0, a multiple of sgemm_nr, so they begin at a whole panel.
+inline void sgemm_prepacked(bool a_col_major, index_t rows, index_t cols, index_t k, float alpha, const float* a,
+                            index_t lda, const float* packed, index_t padded_cols, index_t col0, float beta, float* c,
+                            index_t ldc) {
+  sgemm_blocked(a_col_major, rows, cols, k, alpha, a, lda, [&](index_t pc, index_t kc, index_t jc, index_t) {
+    return packed + pc * padded_cols + (col0 + jc) * kc;
+  }, beta, c, ldc);
+}
 #else
 inline constexpr bool sgemm_kernel_enabled = false;
 // Named by code that is discarded in this build (if constexpr on sgemm_kernel_enabled), so still declared.
 inline constexpr int sgemm_mr = 1;
 inline constexpr int sgemm_nr = 1;
+inline constexpr index_t sgemm_kc = 256;
+// Never called in this build (nothing is packed without the kernel), but named by code of packed_matrix.hpp.
+inline void sgemm_pack_b(const float*, bool, index_t, index_t, index_t, float*) {}
+inline void sgemm_prepacked(bool, index_t, index_t, index_t, float, const float*, index_t, const float*, index_t,
+                            index_t, float, float*, index_t) {}
 #endif
 
 }  // namespace eigenformer::backend::detail

@@ -1,0 +1,22 @@
+// Packs the weight of every fully connected layer of a model for inference (tensor/packed_matrix.hpp): the
+// float products of many rows (a prompt, a batch of sentences) then read each weight in the packed
+// kernel's order instead of copying it into that order on every call. Costs about the weights' memory again;
+// a snapshot, to be taken again after the weights change. The models' own pack_weights() also pack their
+// tied output layers.
+#pragma once
+
+#include "eigenformer/nn/conv1d.hpp"
+#include "eigenformer/nn/linear.hpp"
+#include "eigenformer/nn/module.hpp"
+
+namespace eigenformer::nn {
+
+// Every nn::Linear and nn::Conv1D in the module tree under `root`, root included.
+inline void pack_weights(Module<float>& root) {
+  root.apply([](Module<float>& m) {
+    if (auto* linear = dynamic_cast<Linear<float>*>(&m)) linear->pack_weights();
+    else if (auto* conv = dynamic_cast<Conv1D<float>*>(&m)) conv->pack_weights();
+  });
+}
+
+}  // namespace eigenformer::nn

@@ -1,0 +1,154 @@
+// A float weight matrix stored once in the order the packed kernel reads it (sgemm_kernel.hpp), for
+// inference. Every product of the packed kernel copies the panels of its right operand into that order
+// first; for a layer's weight, which is the same matrix on every call, the copy is work repeated on every
+// forward (the transposing copy of nn.Linear's (out, in) weight was ~15% of BERT-base's forward at batch 1
+// on an AMD Zen 5). Packed once, the products read the panels straight from memory.
+//
+// How a model uses it (nn::Linear / nn::Conv1D::pack_weights, the models' pack_weights):
+//   - the layer keeps its float weight, which everything else reads (products of a few rows, training, the
+//     state dict), and a PackedMatrix beside it: about the weight's size again in memory;
+//   - the products that the packed kernel takes (8 rows or more) read the packed copy, with the same bits as
+//     from the float weight (the register block sees the same panels in the same order);
+//   - the copy is a snapshot: after the weight changes (an optimiser step, load_state_dict), pack_weights()
+//     again. A product that finds the weight no longer matching its copy throws instead of using it.
+// In a build without the packed kernel (no AVX2 + FMA, or -DEIGENFORMER_BLAS=onednn) packing does nothing
+// and every product reads the float weight.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "eigenformer/tensor/backend.hpp"
+
+namespace eigenformer {
+
+namespace backend::detail {
+// Whether this build's float products can read packed weights: the packed kernel is compiled in and takes
+// products of many rows.
+inline constexpr bool packed_weights_supported = uses_sgemm_kernel<float>(1 << 20);
+}  // namespace backend::detail
+
+// b (K, N) in the packed kernel's panel order: for each block of sgemm_kc rows of b (k), all its columns
+// in panels of sgemm_nr, each panel kc x nr with k outermost, the last panel padded with zero columns.
+// Shares its storage when copied.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  // b in any layout (nn.Linear's weight.t() is a column-major view). Empty in a build without the packed kernel.
+  explicit PackedMatrix(const Tensor<float, 2>& b) {
+    if constexpr (backend::detail::packed_weights_supported) {
+      using namespace backend::detail;
+      const index_t k = b.shape()[0], n = b.shape()[1];
+      if (k == 0 || n == 0) return;
+      const auto dense = eigenformer::detail::classify(k, n, b.strides()[0], b.strides()[1]).layout ==
+                                 eigenformer::detail::matrix_layout::strided
+                             ? b.contiguous()
+                             : b;
+      const auto info = eigenformer::detail::classify(k, n, dense.strides()[0], dense.strides()[1]);
+      const bool col_major = info.layout == eigenformer::detail::matrix_layout::col_major;
+      rows_ = k, cols_ = n;
+      padded_cols_ = (n + sgemm_nr - 1) / sgemm_nr * sgemm_nr;
+      const std::size_t count = static_cast<std::size_t>(k * padded_cols_);
+      data_ = std::shared_ptr<float[]>(new (std::align_val_t{64}) float[count],
+                                       [](float* p) { ::operator delete[](p, std::align_val_t{64}); });
+      const float* src = dense.data();
+      const index_t ld = info.outer_stride, panels = padded_cols_ / sgemm_nr;
+      float* out = data_.get();
+      backend::parallel_for(panels, 8, [&](index_t s0, index_t s1) {
+        const index_t j0 = s0 * sgemm_nr, j1 = std::min(n, s1 * sgemm_nr);
+        for (index_t pc = 0; pc < k; pc += sgemm_kc) {
+          const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
+          const float* from = col_major ? src + pc + j0 * ld : src + pc * ld + j0;
+          sgemm_pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + j0 * kc);
+        }
+      });
+      for (int s = 0; s < 3; ++s) samples_[s] = dense(sample_row(s), sample_col(s));
+    }
+  }
+
+  bool empty() const noexcept { return data_ == nullptr; }
+  index_t rows() const noexcept { return rows_; }
+  index_t cols() const noexcept { return cols_; }
+  // cols() rounded up to whole panels: the row length of every block.
+  index_t padded_cols() const noexcept { return padded_cols_; }
+  const float* data() const noexcept { return data_.get(); }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(rows_ * padded_cols_) * sizeof(float); }
+  std::string shape_string() const { return "(" + std::to_string(rows_) + ", " + std::to_string(cols_) + ")"; }
+
+  // Whether b has this matrix's shape and still holds, bit for bit, three of the values it was packed from
+  // (the first, the middle and the last element): an optimiser step or a new checkpoint changes them, so a
+  // stale copy is caught at the price of three loads.
+  bool matches(const Tensor<float, 2>& b) const {
+    if (empty() || b.shape()[0] != rows_ || b.shape()[1] != cols_) return false;
+    for (int s = 0; s < 3; ++s) {
+      const float now = b(sample_row(s), sample_col(s));
+      if (std::memcmp(&now, &samples_[s], sizeof(float)) != 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  index_t sample_row(int s) const { return s == 0 ? 0 : s == 1 ? rows_ / 2 : rows_ - 1; }
+  index_t sample_col(int s) const { return s == 0 ? 0 : s == 1 ? cols_ / 2 : cols_ - 1; }
+
+  std::shared_ptr<float[]> data_;
+  index_t rows_ = 0, cols_ = 0, padded_cols_ = 0;
+  float samples_[3] = {};
+};
+
+namespace backend {
+
+// c = act(alpha a b + beta c + bias) as gemm, reading b from `packed` (PackedMatrix(b)) when the packed
+// kernel takes the product (8 rows or more); from b itself when packed is null or empty, or for fewer rows.
+// Same bits either way. Throws shape_error when the shapes disagree and std::logic_error when b no longer
+// holds the values it was packed from.
+inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const PackedMatrix* packed,
+                 Tensor<float, 2>& c, float alpha = 1.0f, float beta = 0.0f, const Epilogue<float>& epilogue = {},
+                 Tiling tiling = Tiling::pool) {
+  const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  const bool shapes_agree = b.shape()[0] == k && c.shape()[0] == m && c.shape()[1] == n &&
+                            (!epilogue.bias || epilogue.bias->numel() == n) && (n <= 1 || c.strides()[1] == 1);
+  if (packed == nullptr || packed->empty() || !shapes_agree || k == 0 || !detail::uses_sgemm_kernel<float>(m))
+    return gemm(a, b, c, alpha, beta, epilogue, tiling);  // the float product, or its error message
+  if (packed->rows() != k || packed->cols() != n)
+    throw shape_error("gemm: the packed weight " + packed->shape_string() + " is not a packing of the weight " +
+                      shape_string(b.shape()));
+  if (!packed->matches(b))
+    throw std::logic_error("gemm: the weight " + shape_string(b.shape()) +
+                           " has changed since it was packed; call pack_weights() again after changing weights");
+  if constexpr (detail::packed_weights_supported) {
+    Tensor<float, 2> a_copy;
+    const auto ao = detail::matrix_operand(a, a_copy);
+    const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
+    const float* bias = epilogue.bias ? bias_values.data() : nullptr;
+    const index_t ldc = c.strides()[0];
+    const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
+    // Tiles as for the float b (columns in whole panels), so each starts at a panel of the packed copy.
+    const auto plan = tiling == Tiling::pool ? detail::plan_gemm<float>(m, n, k) : detail::GemmPlan{m, n, m, n, 1, 1};
+    parallel_for(plan.tiles(), 1, [&](index_t begin, index_t end) {
+      for (index_t t = begin; t < end; ++t) {
+        const index_t r0 = (t / plan.col_blocks) * plan.mb, r1 = std::min(m, r0 + plan.mb);
+        const index_t c0 = (t % plan.col_blocks) * plan.nb, c1 = std::min(n, c0 + plan.nb);
+        float* out = c.data() + r0 * ldc + c0;
+        detail::sgemm_prepacked(a_col_major, r1 - r0, c1 - c0, k, alpha,
+                                ao.data + eigenformer::detail::matrix_offset(ao.info, r0, 0), ao.info.outer_stride,
+                                packed->data(), packed->padded_cols(), c0, beta, out, ldc);
+        detail::apply_epilogue(out, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, epilogue.activation);
+      }
+    });
+  }
+}
+
+// A fresh (M, N) result.
+inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const PackedMatrix* packed,
+                             const Epilogue<float>& epilogue = {}) {
+  auto c = Tensor<float, 2>::empty(Shape<2>{a.shape()[0], b.shape()[1]});
+  gemm(a, b, packed, c, 1.0f, 0.0f, epilogue);
+  return c;
+}
+
+}  // namespace backend
+}  // namespace eigenformer
