@@ -60,9 +60,7 @@ class TiedLMHead : public nn::Module<T> {
   void to_bf16_weights(const Tensor<float, 2>& weight)
     requires std::is_same_v<T, float>
   {
-    if (weight.shape()[0] != out_ || weight.shape()[1] != in_)
-      throw shape_error("TiedLMHead.to_bf16_weights: weight " + shape_string(weight.shape()) + " is not (" +
-                        std::to_string(out_) + ", " + std::to_string(in_) + ")");
+    check_tied_weight("to_bf16_weights", weight);
     weight_bf16_ = Bf16Matrix(weight.t());
     if (!weight_packed_.empty()) pack_weights(weight);  // the rounded values
   }
@@ -73,9 +71,7 @@ class TiedLMHead : public nn::Module<T> {
   void pack_weights(const Tensor<float, 2>& weight)
     requires std::is_same_v<T, float>
   {
-    if (weight.shape()[0] != out_ || weight.shape()[1] != in_)
-      throw shape_error("TiedLMHead.pack_weights: weight " + shape_string(weight.shape()) + " is not (" +
-                        std::to_string(out_) + ", " + std::to_string(in_) + ")");
+    check_tied_weight("pack_weights", weight);
     weight_packed_ = PackedMatrix(weight.t());
   }
 
@@ -94,6 +90,13 @@ class TiedLMHead : public nn::Module<T> {
   }
 
  private:
+  // The weight handed to a method that keeps a copy of it must be the (V, C) table this head was made for.
+  void check_tied_weight(const char* method, const Tensor<float, 2>& weight) const {
+    if (weight.shape()[0] != out_ || weight.shape()[1] != in_)
+      throw shape_error(std::string("TiedLMHead.") + method + ": weight " + shape_string(weight.shape()) + " is not (" +
+                        std::to_string(out_) + ", " + std::to_string(in_) + ")");
+  }
+
   struct Context {
     Tensor<T, 2> hidden;  // (B T, C), the forward input
     index_t b, t;
