@@ -11,6 +11,7 @@
 #include <string>
 
 #include "eigenformer/nn/detail/checks.hpp"
+#include "eigenformer/nn/linear.hpp"
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/tensor/backend.hpp"
@@ -40,15 +41,10 @@ class TiedLMHead : public nn::Module<T> {
                         std::to_string(in_) + " features of the tied weight " + shape_string(weight.shape()));
     const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
     const backend::Epilogue<T> epilogue{bias, backend::Activation::none};
-    Tensor<T, 2> logits;  // (B T, V)
-    if constexpr (std::is_same_v<T, float>) {
-      const bool recording = this->records_for_backward();  // its products read the float weight
-      if (!recording && !weight_bf16_.empty() && b * t <= backend::detail::gemv_max_rows)
-        logits = backend::gemm(h2, weight.t(), weight_bf16_, epilogue);
-      else
-        logits = backend::gemm(h2, weight.t(), recording || weight_packed_.empty() ? nullptr : &weight_packed_, epilogue);
-    } else
-      logits = backend::gemm(h2, weight.t(), epilogue);
+    nn::detail::PreparedWeight prepared;  // none while recording: its products read the float weight
+    if (!this->records_for_backward())
+      prepared = {weight_bf16_.empty() ? nullptr : &weight_bf16_, weight_packed_.empty() ? nullptr : &weight_packed_};
+    const auto logits = nn::detail::dense_product(h2, weight.t(), prepared, epilogue);  // (B T, V)
     if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
     return logits.view(Shape<3>{b, t, out_});
   }

@@ -17,7 +17,6 @@
 
 #include <cstring>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -43,19 +42,14 @@ class PackedMatrix {
       using namespace backend::detail;
       const index_t k = b.shape()[0], n = b.shape()[1];
       if (k == 0 || n == 0) return;
-      const auto dense = eigenformer::detail::classify(k, n, b.strides()[0], b.strides()[1]).layout ==
-                                 eigenformer::detail::matrix_layout::strided
-                             ? b.contiguous()
-                             : b;
-      const auto info = eigenformer::detail::classify(k, n, dense.strides()[0], dense.strides()[1]);
-      const bool col_major = info.layout == eigenformer::detail::matrix_layout::col_major;
+      Tensor<float, 2> copy;  // a contiguous copy, when b is strided both ways
+      const auto operand = matrix_operand(b, copy);
+      const bool col_major = operand.info.layout == eigenformer::detail::matrix_layout::col_major;
       rows_ = k, cols_ = n;
       padded_cols_ = (n + sgemm_nr - 1) / sgemm_nr * sgemm_nr;
-      const std::size_t count = static_cast<std::size_t>(k * padded_cols_);
-      data_ = std::shared_ptr<float[]>(new (std::align_val_t{64}) float[count],
-                                       [](float* p) { ::operator delete[](p, std::align_val_t{64}); });
-      const float* src = dense.data();
-      const index_t ld = info.outer_stride, panels = padded_cols_ / sgemm_nr;
+      data_ = eigenformer::detail::allocate<float>(k * padded_cols_);
+      const float* src = operand.data;
+      const index_t ld = operand.info.outer_stride, panels = padded_cols_ / sgemm_nr;
       float* out = data_.get();
       backend::parallel_for(panels, 8, [&](index_t s0, index_t s1) {
         const index_t j0 = s0 * sgemm_nr, j1 = std::min(n, s1 * sgemm_nr);
@@ -65,7 +59,7 @@ class PackedMatrix {
           sgemm_pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + j0 * kc);
         }
       });
-      for (int s = 0; s < 3; ++s) samples_[s] = dense(sample_row(s), sample_col(s));
+      for (int s = 0; s < 3; ++s) samples_[s] = b(sample_row(s), sample_col(s));
     }
   }
 
