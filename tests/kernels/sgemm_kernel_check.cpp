@@ -273,6 +273,36 @@ TEST_CASE("a packed weight: few-row products read the float weight, and a stale 
   CHECK_THROWS_AS(ef::backend::gemm(uniform_matrix(16, 23, gen), w.t(), &packed), ef::shape_error);
 }
 
+TEST_CASE("a product with a packed weight reads the packed copy, not the float weight") {
+  // The bit-equality test above would also pass if gemm silently used the float weight. Here an element that
+  // is not among the three sampled ones changes after packing (which the staleness check cannot see): the
+  // product must still give the bits of the weight as it was packed, on every thread count.
+  std::mt19937 gen(19);
+  std::size_t ran = 0;
+  for (const bool transposed : {false, true}) {  // Linear's w.t() and Conv1D's (in, out) weight
+    auto stored = transposed ? uniform_matrix(70, 40, gen) : uniform_matrix(40, 70, gen);
+    const auto b = [&] { return transposed ? stored.t() : stored; };
+    const ef::PackedMatrix packed(b());
+    const auto a = uniform_matrix(33, 40, gen);
+    const auto as_packed = ef::backend::gemm(a, b());
+    auto changed = b();
+    changed(5, 9) += 1.0f;  // row 5, column 9: none of (0, 0), (20, 35), (39, 69)
+    REQUIRE(packed.matches(b()));
+    const auto as_changed = ef::backend::gemm(a, b());
+    REQUIRE(std::memcmp(as_changed.data(), as_packed.data(), sizeof(float) * as_packed.numel()) != 0);
+    const int saved = ef::get_num_threads();
+    for (int threads : {1, 2}) {
+      ef::set_num_threads(threads);
+      const auto got = ef::backend::gemm(a, b(), &packed);
+      CHECK_MESSAGE(std::memcmp(got.data(), as_packed.data(), sizeof(float) * as_packed.numel()) == 0,
+                    (transposed ? "transposed" : "row-major") << " weight, " << threads << " threads");
+      ++ran;
+    }
+    ef::set_num_threads(saved);
+  }
+  eftest::check_ran(ran, 4, "products after an unsampled change");
+}
+
 TEST_CASE("Linear and Conv1D with packed weights: the same outputs, none while recording, and a stale copy is refused") {
   ef::manual_seed(21);
   ef::nn::Linear<float> linear(48, 40);

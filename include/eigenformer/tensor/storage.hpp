@@ -1,5 +1,6 @@
 // Owning buffers: 64-byte aligned so every row handed to Eigen starts on a cache line and AVX-512 loads
-// stay aligned, shared between a tensor and its views.
+// stay aligned, shared between a tensor and its views; large ones are reused through the allocator's cache
+// (allocator.hpp).
 #pragma once
 
 #include <algorithm>
@@ -9,11 +10,10 @@
 #include <new>
 #include <type_traits>
 
+#include "eigenformer/tensor/allocator.hpp"
 #include "eigenformer/tensor/shape.hpp"
 
 namespace eigenformer {
-
-inline constexpr std::size_t tensor_alignment = 64;
 
 // The element types a tensor may hold. Arithmetic ops need float or double; int64 holds indices
 // (argmax, randperm, token ids) and bool holds masks (comparisons, masked_fill).
@@ -31,10 +31,6 @@ concept numeric_element = floating_element<T> || std::is_same_v<T, std::int64_t>
 
 namespace detail {
 
-struct aligned_deleter {
-  void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
-};
-
 // Allocates room for `n` elements, uninitialised. Elements are trivial types, so no constructors run.
 template <typename T>
 std::shared_ptr<T[]> allocate(index_t n) {
@@ -45,10 +41,10 @@ std::shared_ptr<T[]> allocate(index_t n) {
     static const std::shared_ptr<T[]> empty = allocate<T>(1);
     return empty;
   }
-  std::size_t bytes = static_cast<std::size_t>(std::max<index_t>(n, 1)) * sizeof(T);
-  bytes = (bytes + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
-  void* p = ::operator new(bytes, std::align_val_t{tensor_alignment});
-  return std::shared_ptr<T[]>(static_cast<T*>(p), [](T* q) { aligned_deleter{}(q); });
+  const std::size_t bytes = allocation_size_class(static_cast<std::size_t>(n) * sizeof(T));
+  void* p = BlockCache::instance().allocate(bytes);
+  // Should the control block's allocation throw, shared_ptr hands p to the deleter itself.
+  return std::shared_ptr<T[]>(static_cast<T*>(p), [bytes](T* q) { BlockCache::instance().deallocate(q, bytes); });
 }
 
 }  // namespace detail

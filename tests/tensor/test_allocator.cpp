@@ -1,0 +1,155 @@
+// Tensor storage's allocator (include/eigenformer/tensor/allocator.hpp): large freed blocks are reused by
+// size class, smaller ones go back to the heap, the cache stays under its limit releasing the least recently
+// freed first, and reused memory carries nothing into tensors that promise values (zeros, full, copies).
+// Builds with AddressSanitizer never cache; there the tests check that nothing is held instead.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <thread>
+#include <vector>
+
+#include "support/cases.hpp"
+
+namespace {
+
+using namespace eftest;
+
+// Restores the cache's limit a test changed, whatever way the test ends.
+struct CacheLimitGuard {
+  std::size_t saved = ef::allocator_cache_limit();
+  ~CacheLimitGuard() { ef::set_allocator_cache_limit(saved); }
+};
+
+constexpr std::size_t large_floats = std::size_t{1} << 18;  // 1 MiB: above the 128 KiB the cache starts at
+
+}  // namespace
+
+TEST_CASE("allocator: size classes round up by at most an eighth, to whole alignment units, monotonically") {
+  std::size_t checked = 0, previous = 0;
+  // Every byte count near each power of two from 1 byte to 1 GiB, and the steps between them.
+  for (int power = 0; power <= 30; ++power) {
+    const std::size_t base = std::size_t{1} << power;
+    for (std::size_t bytes : {base - 1, base, base + 1, base + base / 8, base + base / 8 + 1, base + base / 2 + 3}) {
+      if (bytes == 0) continue;
+      const std::size_t size = ef::detail::allocation_size_class(bytes);
+      CHECK_MESSAGE(size >= bytes, bytes);
+      CHECK_MESSAGE(size % ef::tensor_alignment == 0, bytes);
+      if (bytes < ef::detail::cache_min_block_bytes) {
+        CHECK_MESSAGE(size - bytes < ef::tensor_alignment, bytes);  // below the cache: alignment only
+      } else {
+        CHECK_MESSAGE(size - bytes <= bytes / 8, bytes);
+      }
+      ++checked;
+    }
+  }
+  for (std::size_t bytes = 1; bytes < (std::size_t{1} << 24); bytes = bytes * 9 / 8 + 7) {
+    const std::size_t size = ef::detail::allocation_size_class(bytes);
+    CHECK_MESSAGE(size >= previous, bytes);  // a larger request never gets a smaller block
+    previous = size;
+  }
+  check_ran_at_least(checked, 150, "size classes");
+}
+
+TEST_CASE("allocator: a freed large block serves the next tensor of its size class; small ones are not held") {
+  const CacheLimitGuard guard;
+  ef::set_allocator_cache_limit(std::size_t{64} << 20);
+  const void* first = nullptr;
+  {
+    auto t = ef::Tensor<float, 1>::empty({static_cast<ef::index_t>(large_floats)});
+    first = t.data();
+  }
+  const std::size_t held = ef::cached_memory_bytes();
+  if constexpr (ef::detail::allocator_cache_available) {
+    CHECK(held >= large_floats * sizeof(float));
+    // A slightly smaller request falls in the same class and gets the same block back.
+    auto again = ef::Tensor<float, 1>::empty({static_cast<ef::index_t>(large_floats - 100)});
+    CHECK(static_cast<const void*>(again.data()) == first);
+    CHECK(ef::cached_memory_bytes() == held - ef::detail::allocation_size_class(large_floats * sizeof(float)));
+  } else {
+    CHECK(held == 0);
+  }
+  const std::size_t before_small = ef::cached_memory_bytes();
+  { auto small = ef::Tensor<float, 2>::empty({16, 16}); }
+  CHECK(ef::cached_memory_bytes() == before_small);
+}
+
+TEST_CASE("allocator: the limit releases the least recently freed blocks first, and release empties the cache") {
+  const CacheLimitGuard guard;
+  ef::release_cached_memory();
+  CHECK(ef::cached_memory_bytes() == 0);
+  ef::set_allocator_cache_limit(std::size_t{64} << 20);
+  const std::size_t block = ef::detail::allocation_size_class(large_floats * sizeof(float));
+  const void* older = nullptr;
+  const void* newer = nullptr;
+  {
+    auto a = ef::Tensor<float, 1>::empty({static_cast<ef::index_t>(large_floats)});
+    auto b = ef::Tensor<float, 1>::empty({static_cast<ef::index_t>(large_floats)});
+    older = a.data();
+    newer = b.data();
+    a = ef::Tensor<float, 1>();  // freed first
+  }
+  if constexpr (ef::detail::allocator_cache_available) {
+    CHECK(ef::cached_memory_bytes() == 2 * block);
+    ef::set_allocator_cache_limit(block);  // room for one: the older goes
+    CHECK(ef::cached_memory_bytes() == block);
+    auto c = ef::Tensor<float, 1>::empty({static_cast<ef::index_t>(large_floats)});
+    CHECK(static_cast<const void*>(c.data()) == newer);
+    CHECK(static_cast<const void*>(c.data()) != older);
+    c = ef::Tensor<float, 1>();
+    CHECK(ef::release_cached_memory() == block);
+    CHECK(ef::cached_memory_bytes() == 0);
+    // A limit of zero holds nothing.
+    ef::set_allocator_cache_limit(0);
+    { auto d = ef::Tensor<float, 1>::empty({static_cast<ef::index_t>(large_floats)}); }
+    CHECK(ef::cached_memory_bytes() == 0);
+  } else {
+    CHECK(ef::cached_memory_bytes() == 0);
+    CHECK(ef::release_cached_memory() == 0);
+  }
+}
+
+TEST_CASE("allocator: reused blocks carry nothing into zeros, full, ones and clones") {
+  const CacheLimitGuard guard;
+  ef::set_allocator_cache_limit(std::size_t{64} << 20);
+  const auto n = static_cast<ef::index_t>(large_floats);
+  std::size_t checked = 0;
+  // Each creation below gets the block the garbage-filled tensor just freed.
+  auto dirty = [&] { (void)ef::full<float>({n}, -7.5f); };
+  dirty();
+  const auto zeros = ef::zeros<float>({n});
+  CHECK(std::all_of(zeros.data(), zeros.data() + n, [](float x) { return x == 0.0f; }));
+  ++checked;
+  dirty();
+  const auto ones = ef::ones<float>({n});
+  CHECK(std::all_of(ones.data(), ones.data() + n, [](float x) { return x == 1.0f; }));
+  ++checked;
+  dirty();
+  const auto copy = zeros.clone();
+  CHECK(std::all_of(copy.data(), copy.data() + n, [](float x) { return x == 0.0f; }));
+  ++checked;
+  check_ran(checked, 3, "creations over reused blocks");
+}
+
+TEST_CASE("allocator: threads allocating and freeing large tensors at once keep their own contents") {
+  const CacheLimitGuard guard;
+  ef::set_allocator_cache_limit(std::size_t{16} << 20);  // small enough that blocks are released meanwhile
+  constexpr int threads = 4, rounds = 50;
+  std::vector<int> failures(threads, 0);
+  std::vector<std::thread> pool;
+  for (int id = 0; id < threads; ++id) {
+    pool.emplace_back([id, &failures] {
+      for (int r = 0; r < rounds; ++r) {
+        // Sizes vary by thread and round so that classes are shared between threads.
+        const auto n = static_cast<ef::index_t>(large_floats / 2 + std::size_t(((id + r) % 5)) * 40000);
+        const float value = static_cast<float>(id * 1000 + r);
+        const auto t = ef::full<float>({n}, value);
+        std::this_thread::yield();
+        if (!std::all_of(t.data(), t.data() + n, [value](float x) { return x == value; })) ++failures[id];
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  for (int id = 0; id < threads; ++id) CHECK_MESSAGE(failures[id] == 0, "thread " << id);
+  CHECK(ef::cached_memory_bytes() <= (std::size_t{16} << 20));
+}
