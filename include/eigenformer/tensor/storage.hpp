@@ -3,11 +3,9 @@
 // (allocator.hpp).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <type_traits>
 
 #include "eigenformer/tensor/allocator.hpp"
