@@ -96,6 +96,25 @@ def run_child(argv, env, what):
     return out, usage.ru_maxrss * 1024  # Linux: KiB
 
 
+def cpu_ticks():
+    """(steal, all) clock ticks of every CPU so far, from /proc/stat; None where there is none (not Linux).
+    Steal is time a virtual CPU wanted to run while the hypervisor ran something else: on the shared 2-vCPU
+    VMs we measure on it came and went in bursts that slowed one run by 2x, so each job reports its share."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(before, after):
+    """The share of all CPU time that was stolen between two cpu_ticks() readings, or None."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def parse_tsv(out):
     return {name: float(t) for name, t in (line.split("\t") for line in out.strip().splitlines() if "\t" in line)}
 
@@ -343,6 +362,7 @@ def run(args):
     jobs = Jobs(args, torch_env)
     # samples[workload][(side, threads)] = [seconds per round]; rss[workload][side] = max bytes
     samples, rss, gemm_samples = {w: {} for w in chosen}, {w: {} for w in chosen}, {}
+    steal = {w: {} for w in chosen}  # steal[workload]["side/threads"] = [share of CPU time stolen, per round]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
@@ -350,9 +370,11 @@ def run(args):
             todo = jobs.of(w)
             shift = r % len(todo)
             for side, n, job in todo[shift:] + todo[:shift]:
-                t0 = time.monotonic()
+                t0, ticks0 = time.monotonic(), cpu_ticks()
                 results, peak = job()
-                took = time.monotonic() - t0
+                took, stolen = time.monotonic() - t0, steal_share(ticks0, cpu_ticks())
+                if stolen is not None:
+                    steal[w].setdefault(f"{side}/{n}", []).append(stolen)
                 rss[w][side] = max(rss[w].get(side, 0), peak)
                 if w == GEMM:
                     for name, t in results.items():
@@ -362,7 +384,9 @@ def run(args):
                     t = next(iter(results.values())) / WORKLOADS[w][6]
                     samples[w].setdefault((side, n), []).append(t)
                     got = f"{ms(t)} ms"
-                print(f"round {r + 1}/{args.rounds} {w} {side}{f' {n}t' if n else ''}: {got}, peak RSS {mb(peak)} MB ({took:.0f} s)",
+                stolen_text = f", steal {stolen * 100:.0f}%" if stolen is not None else ""
+                print(f"round {r + 1}/{args.rounds} {w} {side}{f' {n}t' if n else ''}: {got}, peak RSS {mb(peak)} MB "
+                      f"({took:.0f} s{stolen_text})",
                       file=sys.stderr, flush=True)
         load.append(os.getloadavg()[0])
 
@@ -384,7 +408,7 @@ def run(args):
     record = {"header": header, "notes": notes, "workloads": chosen, "rounds": args.rounds, "ort": bool(args.ort_dir),
               "machine": info, "load": load,
               "samples": {w: {f"{side}/{n}": ts for (side, n), ts in s.items()} for w, s in samples.items()},
-              "gemm": gemm_samples, "rss": rss}
+              "gemm": gemm_samples, "rss": rss, "steal": steal}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
@@ -427,8 +451,24 @@ def render(record):
         cells.append(" / ".join(mem) if mem else "")
         print("| " + " | ".join(cells) + " |")
     print()
-    for n in record["notes"]:
+    for n in record["notes"] + steal_notes(record.get("steal", {})):
         print(f"Note: {n}")
+
+
+def steal_notes(steal):
+    """One note on the hypervisor's steal over the run's jobs, naming the jobs that lost more than 10%."""
+    shares = [(x, f"{w} {job} round {r + 1}") for w, jobs in steal.items() for job, xs in jobs.items()
+              for r, x in enumerate(xs)]
+    if not shares:
+        return []
+    worst = sorted(shares, reverse=True)
+    hit = [f"{what} {x * 100:.0f}%" for x, what in worst if x > 0.10]
+    text = (f"Hypervisor steal (CPU time the VM's vCPUs wanted but the host gave to others) over the {len(shares)} "
+            f"jobs: median {statistics.median(x for x, _ in shares) * 100:.1f}%, most {worst[0][0] * 100:.0f}% "
+            f"({worst[0][1]}).")
+    if hit:
+        text += f" Over 10% in {len(hit)} job(s): {', '.join(hit[:8])}{' ...' if len(hit) > 8 else ''}; those figures are slowed by it."
+    return [text]
 
 
 if __name__ == "__main__":
