@@ -374,7 +374,7 @@ def run(args):
                 results, peak = job()
                 took, stolen = time.monotonic() - t0, steal_share(ticks0, cpu_ticks())
                 if stolen is not None:
-                    steal[w].setdefault(f"{side}/{n}", []).append(stolen)
+                    steal[w].setdefault(f"{side}/{n}" if n else side, []).append(stolen)
                 rss[w][side] = max(rss[w].get(side, 0), peak)
                 if w == GEMM:
                     for name, t in results.items():

@@ -133,6 +133,26 @@ inline constexpr const char* gemm_library = "Eigen";
 // ---- the thread pool ---------------------------------------------------------------------------------------
 namespace detail {
 
+// How long a pool thread spins before it sleeps: a worker waiting for the next parallel_for, and a caller
+// waiting for its helpers to finish. EIGENFORMER_SPIN_US (microseconds, 0 = sleep at once) overrides it.
+// Why 1 ms: on a shared 2-vCPU VM a thread that sleeps lets its vCPU halt, and the hypervisor hands the core
+// to another guest and is slow to give it back; with 50 us the two-thread forwards lost up to a third of
+// their CPU time to steal while the single-thread runs and ONNX Runtime's spinning pool lost ~1%. 1 ms made
+// GPT-2 s128 and BERT-base b1 / b8 forwards 1.14-1.17x faster (bench/README.md, "Spinning before sleeping").
+// The price: after the last parallel_for, a worker burns up to 1 ms of a core before it sleeps.
+inline constexpr long default_spin_microseconds = 1000;
+inline std::chrono::microseconds spin_duration() {
+  static const std::chrono::microseconds duration = [] {
+    if (const char* text = std::getenv("EIGENFORMER_SPIN_US")) {
+      char* end = nullptr;
+      const long value = std::strtol(text, &end, 10);
+      if (end != text && *end == '\0' && value >= 0) return std::chrono::microseconds(value);
+    }
+    return std::chrono::microseconds(default_spin_microseconds);
+  }();
+  return duration;
+}
+
 // True on pool workers, and on a user thread while it runs chunks of a parallel_for: a parallel_for called
 // from there runs inline instead of waiting for a pool that this very call occupies.
 inline thread_local bool in_parallel_region = false;
@@ -240,8 +260,8 @@ class ThreadPool {
   void worker_main(std::uint64_t seen) {
     in_parallel_region = true;
     for (;;) {
-      // Back-to-back products (the layers of a forward pass) follow each other within microseconds: a short
-      // spin saves the futex wake-up, and is short enough not to starve other processes on a shared machine.
+      // Back-to-back products (the layers of a forward pass) follow each other within microseconds: spinning
+      // (spin_duration) saves the futex wake-up and keeps the vCPU from halting between them.
       spin_while([&] { return generation_.load(std::memory_order_acquire) == seen; });
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
@@ -262,10 +282,10 @@ class ThreadPool {
     }
   }
 
-  // Spins (with the CPU's pause hint, no system call) while busy() holds, for at most 50 microseconds.
+  // Spins (with the CPU's pause hint, no system call) while busy() holds, for at most spin_duration().
   template <class Busy>
   static void spin_while(Busy busy) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    const auto until = std::chrono::steady_clock::now() + spin_duration();
     while (busy()) {
       for (int i = 0; i < 64; ++i) {
 #if defined(__x86_64__) || defined(__i386__)
