@@ -134,13 +134,13 @@ inline constexpr const char* gemm_library = "Eigen";
 namespace detail {
 
 // How long a pool thread spins before it sleeps: a worker waiting for the next parallel_for, and a caller
-// waiting for its helpers to finish. EIGENFORMER_SPIN_US (microseconds, 0 = sleep at once) overrides it.
+// waiting for its helpers to finish. EIGENFORMER_SPIN_US (microseconds; 0 = sleep almost at once) overrides it.
 // Why 1 ms: on a shared 2-vCPU VM a thread that sleeps lets its vCPU halt, and the hypervisor hands the core
 // to another guest and is slow to give it back; with 50 us the two-thread forwards lost up to a third of
 // their CPU time to steal while our single-thread runs and ONNX Runtime's spinning pool lost at most 9%
 // (0-1% in most runs). 1 ms made GPT-2 s128 and BERT-base b1 / b8 forwards 1.14-1.17x faster (bench/README.md,
 // "Spinning before sleeping"). The price: after the last parallel_for, a worker burns up to 1 ms of a core
-// before it sleeps. 0 still spins one round of pause hints (well under a microsecond) before sleeping.
+// before it sleeps. 0 still spins one round of 64 pause hints (a few microseconds on Intel) before sleeping.
 inline constexpr long default_spin_microseconds = 1000;
 inline std::chrono::microseconds spin_duration() {
   static const std::chrono::microseconds duration = [] {
