@@ -211,7 +211,9 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
   // block; k on both sides of the k block, so that blocks and panels of the packed copy start everywhere.
   const std::vector<Shape3> shapes{{8, 1, 1},          {9, sgemm_nr - 1, 7},        {13, sgemm_nr + 1, sgemm_kc},
                                    {40, 3 * sgemm_nr + 5, sgemm_kc + 1}, {130, 70, 2 * sgemm_kc + 3},
-                                   {64, ef::backend::detail::sgemm_nc + 9, 33},       {200, 96, 64}};
+                                   {64, ef::backend::detail::sgemm_nc + 9, 33},       {200, 96, 64},
+                                   // more rows than one block of the pool's shared-a path takes
+                                   {ef::backend::detail::both_packed_block_rows + 49, 70, sgemm_kc + 5}};
   const int saved = ef::get_num_threads();
   std::size_t ran = 0;
   for (const auto& s : shapes)
@@ -234,15 +236,18 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
           REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * s.m * s.n) == 0,
                           "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout << ", a col-major "
                                    << a_col_major << ", " << threads << " threads");
-          // Accumulating into part of a wider output (alpha, beta), and on the calling thread alone.
-          auto wide = uniform_matrix(s.m, s.n + 5, gen);
-          auto into = wide.narrow(1, 2, s.n);
-          auto wide_expected = wide.clone();
-          auto into_expected = wide_expected.narrow(1, 2, s.n);
-          ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f);
-          ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, {}, ef::backend::Tiling::calling_thread);
-          REQUIRE_MESSAGE(std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
-                          "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout);
+          // Accumulating into part of a wider output (alpha, beta), on the pool and on the calling thread alone.
+          for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread}) {
+            auto wide = uniform_matrix(s.m, s.n + 5, gen);
+            auto into = wide.narrow(1, 2, s.n);
+            auto wide_expected = wide.clone();
+            auto into_expected = wide_expected.narrow(1, 2, s.n);
+            ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f);
+            ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, {}, tiling);
+            REQUIRE_MESSAGE(std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
+                            "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout
+                                                  << ", " << threads << " threads, pool " << (tiling == ef::backend::Tiling::pool));
+          }
           ++ran;
         }
       }

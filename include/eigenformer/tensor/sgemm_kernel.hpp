@@ -278,6 +278,38 @@ inline void sgemm_prepacked(bool a_col_major, index_t rows, index_t cols, index_
     return packed + pc * padded_cols + (col0 + jc) * kc;
   }, beta, c, ldc);
 }
+
+// a (rows x k) packed whole, for products whose b is packed too, so that any thread may compute any block
+// of c from it: k block pc (kc = min(sgemm_kc, k - pc)) at out + pc * padded_rows, in sgemm_pack_a's panel
+// order; padded_rows is rows rounded up to whole panels of sgemm_mr. This packs rows [r0, r0 + count) of
+// one k block (r0 a multiple of sgemm_mr), so that several threads can share the packing.
+inline index_t sgemm_padded_rows(index_t rows) { return (rows + sgemm_mr - 1) / sgemm_mr * sgemm_mr; }
+inline void sgemm_pack_a_rows(bool a_col_major, const float* a, index_t lda, index_t rows, index_t k, index_t pc,
+                              index_t r0, index_t count, float* out) {
+  const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
+  const float* from = a_col_major ? a + r0 + pc * lda : a + r0 * lda + pc;
+  sgemm_pack_a(from, a_col_major, lda, std::min(count, rows - r0), kc, out + pc * sgemm_padded_rows(rows) + r0 * kc);
+}
+
+// c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
+// both operands packed beforehand: a whole by sgemm_pack_a_rows, b as sgemm_prepacked's. r0 and c0 start
+// whole panels. The same register blocks over the same panels as sgemm_prepacked, so the same bits.
+inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const float* packed_a,
+                                    const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
+                                    index_t c1, float beta, float* c, index_t ldc) {
+  const index_t padded_rows = sgemm_padded_rows(rows);
+  const bool prefetch_c = (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
+  for (index_t pc = 0; pc < k; pc += sgemm_kc) {
+    const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
+    const float block_beta = pc == 0 ? beta : 1.0f;
+    const float* ap = packed_a + pc * padded_rows;
+    const float* bp = packed_b + pc * padded_cols;
+    for (index_t jr = c0; jr < c1; jr += sgemm_nr)
+      for (index_t ir = r0; ir < r1; ir += sgemm_mr)
+        sgemm_micro_kernel(kc, ap + ir * kc, bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
+                           std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c);
+  }
+}
 #else
 inline constexpr bool sgemm_kernel_enabled = false;
 // Named by code that is discarded in this build (if constexpr on sgemm_kernel_enabled), so still declared.
@@ -288,6 +320,10 @@ inline constexpr index_t sgemm_kc = 256;
 inline void sgemm_pack_b(const float*, bool, index_t, index_t, index_t, float*) {}
 inline void sgemm_prepacked(bool, index_t, index_t, index_t, float, const float*, index_t, const float*, index_t,
                             index_t, float, float*, index_t) {}
+inline index_t sgemm_padded_rows(index_t rows) { return rows; }
+inline void sgemm_pack_a_rows(bool, const float*, index_t, index_t, index_t, index_t, index_t, index_t, float*) {}
+inline void sgemm_both_packed_block(index_t, index_t, float, const float*, const float*, index_t, index_t, index_t,
+                                    index_t, index_t, float, float*, index_t) {}
 #endif
 
 }  // namespace eigenformer::backend::detail
