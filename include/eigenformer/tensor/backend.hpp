@@ -135,13 +135,16 @@ namespace detail {
 
 // How long a pool thread spins before it sleeps: a worker waiting for the next parallel_for, and a caller
 // waiting for its helpers to finish. EIGENFORMER_SPIN_US (microseconds; 0 = sleep almost at once) overrides it.
-// Why 1 ms: on a shared 2-vCPU VM a thread that sleeps lets its vCPU halt, and the hypervisor hands the core
-// to another guest and is slow to give it back; with 50 us the two-thread forwards lost up to a third of
-// their CPU time to steal while our single-thread runs and ONNX Runtime's spinning pool lost at most 9%
-// (0-1% in most runs). 1 ms made GPT-2 s128 and BERT-base b1 / b8 forwards 1.14-1.17x faster (bench/README.md,
-// "Spinning before sleeping"). The price: after the last parallel_for, a worker burns up to 1 ms of a core
-// before it sleeps. 0 still spins one round of 64 pause hints (a few microseconds on Intel) before sleeping.
-inline constexpr long default_spin_microseconds = 1000;
+// Why 10 ms: on a shared 2-vCPU VM a thread that sleeps lets its vCPU halt, and when the host is busy it hands
+// the core to another guest and is slow to give it back. A forward pass has gaps of more than 1 ms now and
+// then (a helper paused by the host, the caller's serial work between products); with a 1 ms spin, BERT-base
+// b1 on 2 threads took 180 ms in quiet minutes and 280-680 ms in busy ones, with 15-31% of the CPU time stolen,
+// while ONNX Runtime's pool in the same minutes lost 6-22% and took 200-380 ms; spinning 10, 30 or 100 ms gave
+// medians of 200-209 ms against 395 (1 ms) and 260 (ONNX Runtime) (bench/README.md, "Spinning before sleeping").
+// The price: after the last parallel_for a worker burns up to 10 ms of a core before it sleeps (libgomp, behind
+// PyTorch's threads, spins 300,000 pause hints by default: 5 ms on that Intel Xeon; LLVM's OpenMP runtime 200 ms).
+// 0 still spins one round of 64 pause hints.
+inline constexpr long default_spin_microseconds = 10000;
 inline std::chrono::microseconds spin_duration() {
   static const std::chrono::microseconds duration = [] {
     if (const char* text = std::getenv("EIGENFORMER_SPIN_US")) {
