@@ -151,22 +151,31 @@ TEST_CASE("backend::gemm computes float products with the kernel, with the same 
   struct Product {
     index_t m, n, k;
     bool transpose_b;
+    bool transpose_a = false;
   };
   // A training step's shapes (x W^T, g W, g^T x) at sizes that cut into several tiles, the last one with
-  // more than one k block.
-  const std::vector<Product> products{{96, 200, 130, true}, {200, 130, 96, false}, {130, 96, 200, false},
-                                      {150, 260, 300, true}};
+  // more than one k block; then more rows than the packed kernel's block of a (sgemm_mc), a transposed a, and
+  // a few rows with a b wider than its block of columns (sgemm_nc).
+  const std::vector<Product> products{{96, 200, 130, true},
+                                      {200, 130, 96, false},
+                                      {130, 96, 200, false, true},
+                                      {150, 260, 300, true},
+                                      {2 * ef::backend::detail::sgemm_mc + 61, 100, 70, true, true},
+                                      {16, 2 * ef::backend::detail::sgemm_nc + 100, 600, true},
+                                      {20, ef::backend::detail::sgemm_nc + 76, 600, false, true}};
   const int saved = ef::get_num_threads();
   std::size_t ran = 0;
   for (const auto& pr : products) {
-    auto a = ef::Tensor<float, 2>::empty({pr.m, pr.k});
+    auto a_stored = ef::Tensor<float, 2>::empty(pr.transpose_a ? ef::Shape<2>{pr.k, pr.m} : ef::Shape<2>{pr.m, pr.k});
     auto b_stored = ef::Tensor<float, 2>::empty(pr.transpose_b ? ef::Shape<2>{pr.n, pr.k} : ef::Shape<2>{pr.k, pr.n});
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    for (index_t i = 0; i < a.numel(); ++i) a.data()[i] = uniform(gen);
+    for (index_t i = 0; i < a_stored.numel(); ++i) a_stored.data()[i] = uniform(gen);
     for (index_t i = 0; i < b_stored.numel(); ++i) b_stored.data()[i] = uniform(gen);
+    const auto a = pr.transpose_a ? a_stored.t() : a_stored;
     const auto b = pr.transpose_b ? b_stored.t() : b_stored;
     std::vector<float> direct(static_cast<std::size_t>(pr.m * pr.n));
-    sgemm_packed(false, pr.transpose_b, pr.m, pr.n, pr.k, 1.0f, a.data(), pr.k, b_stored.data(),
+    sgemm_packed(pr.transpose_a, pr.transpose_b, pr.m, pr.n, pr.k, 1.0f, a_stored.data(), pr.transpose_a ? pr.m : pr.k,
+                 b_stored.data(),
                  pr.transpose_b ? pr.k : pr.n, 0.0f, direct.data(), pr.n);
     for (int threads : {1, 2, 3}) {
       ef::set_num_threads(threads);
@@ -213,7 +222,7 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
                                    {40, 3 * sgemm_nr + 5, sgemm_kc + 1}, {130, 70, 2 * sgemm_kc + 3},
                                    {64, ef::backend::detail::sgemm_nc + 9, 33},       {200, 96, 64},
                                    // more rows than one block of the pool's shared-a path takes
-                                   {ef::backend::detail::both_packed_block_rows + 49, 70, sgemm_kc + 5}};
+                                   {ef::backend::detail::shared_block_rows + 49, 70, sgemm_kc + 5}};
   const int saved = ef::get_num_threads();
   std::size_t ran = 0;
   for (const auto& s : shapes)

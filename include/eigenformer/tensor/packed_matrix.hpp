@@ -97,46 +97,53 @@ namespace backend {
 
 namespace detail {
 
-// Rows of c a block of gemm_both_packed takes at most: its rows of a (rows x 256 floats a k block) and its
-// block of c stay in L2 while the panels of b stream past.
-inline constexpr index_t both_packed_block_rows = 21 * 12;
-// Blocks a thread, about: enough that when one thread stalls (a hypervisor taking its vCPU away for a few
-// milliseconds, another process) the others take over its share instead of waiting for it.
-inline constexpr index_t both_packed_blocks_per_thread = 8;
+// ---- products with a packed weight on the pool: a packed once, blocks of c handed out ----
+//
+// One tile a thread, each packing its own rows of a, left a thread that the host had paused holding its whole
+// share while the other waited: in busy minutes on a shared VM a two-thread BERT-base forward took 380-500 ms
+// against 170 quiet, where ONNX Runtime, which hands out small blocks, lost ~15% (bench/README.md, "10 ms, and
+// blocks handed out one at a time"). Here all threads pack a once between them, then take blocks of c one at
+// a time, whichever thread is free. Only where b is packed already: packing a whole b the same way (for
+// products without a packed weight) wrote it out of L2 and read it back, and those products ran 1.3-1.6x
+// slower than with a tile a thread packing b block by block where it is used.
 
-// c = act(alpha a b + beta c + bias) on the pool with b packed: a is packed once, by all threads, then the
-// blocks of c are handed out one at a time to whichever thread is free. One tile a thread, each packing its
-// own rows of a, left a thread that the host had paused holding half the product while the other waited:
-// a BERT-base forward that took 170 ms took 380-500 ms while the host stole 14-27% of the CPU time, where
-// ONNX Runtime, which hands out small blocks, lost ~15%.
-inline void gemm_both_packed(index_t m, index_t n, index_t k, bool a_col_major, const float* a, index_t lda,
-                             const PackedMatrix& packed, float* c, index_t ldc, float alpha, float beta,
-                             const float* bias, Activation act) {
-  static thread_local SgemmScratch a_scratch;
-  const index_t padded_rows = sgemm_padded_rows(m);
-  float* packed_a = a_scratch.get(static_cast<std::size_t>(padded_rows * k));
-  const index_t row_panels = padded_rows / sgemm_mr, k_blocks = (k + sgemm_kc - 1) / sgemm_kc;
-  constexpr index_t pack_panels = 4;  // row panels a packing chunk
-  const index_t pack_chunks_per_block = (row_panels + pack_panels - 1) / pack_panels;
-  parallel_for(k_blocks * pack_chunks_per_block, 1, [&](index_t begin, index_t end) {
+// Rows of c a block takes at most: its rows of a (rows x 256 floats a k block) and its block of c stay in L2
+// while the panels of b stream past.
+inline constexpr index_t shared_block_rows = 21 * 12;
+// Blocks a thread, about: enough that the others take over a stalled thread's share.
+inline constexpr index_t shared_blocks_per_thread = 8;
+// Row panels (of sgemm_mr rows of a) a packing chunk, within one k block.
+inline constexpr index_t shared_pack_panels = 4;
+
+inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
+
+// c (m x n, row stride ldc) = act(alpha a b + beta c + bias) on the pool, a m x k row- or column-major, b
+// packed (a PackedMatrix's data, padded_cols columns). Same register blocks over the same panels as the
+// single-thread path (sgemm_prepacked), so the same bits.
+inline void gemm_packed_on_pool(index_t m, index_t n, index_t k, bool a_col_major, const float* a, index_t lda,
+                                const float* packed_b, index_t padded_cols, float* c, index_t ldc, float alpha,
+                                float beta, const float* bias, Activation act) {
+  const index_t a_chunks_per_block = ceil_div(sgemm_padded_rows(m) / sgemm_mr, shared_pack_panels);
+  const auto packed_a = eigenformer::detail::allocate<float>(sgemm_padded_rows(m) * k);
+  parallel_for(ceil_div(k, sgemm_kc) * a_chunks_per_block, 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t)
-      sgemm_pack_a_rows(a_col_major, a, lda, m, k, (t / pack_chunks_per_block) * sgemm_kc,
-                        (t % pack_chunks_per_block) * pack_panels * sgemm_mr, pack_panels * sgemm_mr, packed_a);
+      sgemm_pack_a_rows(a_col_major, a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
+                        (t % a_chunks_per_block) * shared_pack_panels * sgemm_mr, shared_pack_panels * sgemm_mr,
+                        packed_a.get());
   });
-  const index_t row_blocks = (m + both_packed_block_rows - 1) / both_packed_block_rows;
-  const index_t block_rows = sgemm_padded_rows((m + row_blocks - 1) / row_blocks);
-  const index_t col_panels = packed.padded_cols() / sgemm_nr;
-  const index_t wanted = both_packed_blocks_per_thread * get_num_threads();
-  const index_t col_groups = std::min(col_panels, std::max<index_t>(1, (wanted + row_blocks - 1) / row_blocks));
-  const index_t group_panels = (col_panels + col_groups - 1) / col_groups;
-  const index_t groups = (col_panels + group_panels - 1) / group_panels;
+  const index_t row_blocks = ceil_div(m, shared_block_rows);
+  const index_t block_rows = sgemm_padded_rows(ceil_div(m, row_blocks));
+  const index_t col_panels = ceil_div(n, sgemm_nr);
+  const index_t wanted = shared_blocks_per_thread * get_num_threads();
+  const index_t col_groups = std::min(col_panels, std::max<index_t>(1, ceil_div(wanted, row_blocks)));
+  const index_t group_panels = ceil_div(col_panels, col_groups);
+  const index_t groups = ceil_div(col_panels, group_panels);
   // Column groups outermost, so that blocks handed out one after the other share their panels of b.
   parallel_for(groups * row_blocks, 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t) {
       const index_t r0 = (t % row_blocks) * block_rows, r1 = std::min(m, r0 + block_rows);
       const index_t c0 = (t / row_blocks) * group_panels * sgemm_nr, c1 = std::min(n, c0 + group_panels * sgemm_nr);
-      sgemm_both_packed_block(m, k, alpha, packed_a, packed.data(), packed.padded_cols(), r0, r1, c0, c1, beta, c,
-                              ldc);
+      sgemm_both_packed_block(m, k, alpha, packed_a.get(), packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc);
       apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
     }
   });
@@ -169,22 +176,15 @@ inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Pac
     const float* bias = epilogue.bias ? bias_values.data() : nullptr;
     const index_t ldc = c.strides()[0];
     const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
-    if (tiling == Tiling::pool && get_num_threads() > 1)
-      return detail::gemm_both_packed(m, n, k, a_col_major, ao.data, ao.info.outer_stride, *packed, c.data(), ldc,
-                                      alpha, beta, bias, epilogue.activation);
-    // Tiles as for the float b (columns in whole panels), so each starts at a panel of the packed copy.
     const auto plan = tiling == Tiling::pool ? detail::plan_gemm<float>(m, n, k) : detail::GemmPlan{m, n, m, n, 1, 1};
-    parallel_for(plan.tiles(), 1, [&](index_t begin, index_t end) {
-      for (index_t t = begin; t < end; ++t) {
-        const index_t r0 = (t / plan.col_blocks) * plan.mb, r1 = std::min(m, r0 + plan.mb);
-        const index_t c0 = (t % plan.col_blocks) * plan.nb, c1 = std::min(n, c0 + plan.nb);
-        float* out = c.data() + r0 * ldc + c0;
-        detail::sgemm_prepacked(a_col_major, r1 - r0, c1 - c0, k, alpha,
-                                ao.data + eigenformer::detail::matrix_offset(ao.info, r0, 0), ao.info.outer_stride,
-                                packed->data(), packed->padded_cols(), c0, beta, out, ldc);
-        detail::apply_epilogue(out, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, epilogue.activation);
-      }
-    });
+    if (plan.tiles() > 1)
+      return detail::gemm_packed_on_pool(m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed->data(),
+                                         packed->padded_cols(), c.data(), ldc, alpha, beta, bias,
+                                         epilogue.activation);
+    // One tile (a small product, one thread, or Tiling::calling_thread): on the calling thread.
+    detail::sgemm_prepacked(a_col_major, m, n, k, alpha, ao.data, ao.info.outer_stride, packed->data(),
+                            packed->padded_cols(), 0, beta, c.data(), ldc);
+    detail::apply_epilogue(c.data(), ldc, m, n, bias, epilogue.activation);
   }
 }
 
