@@ -97,7 +97,7 @@ namespace backend {
 
 namespace detail {
 
-// ---- products with a packed weight on the pool: a packed once, blocks of c handed out ----
+// ---- products with a packed weight: a packed once, blocks of c handed out on the pool ----
 //
 // One tile a thread, each packing its own rows of a, left a thread that the host had paused holding its whole
 // share while the other waited. Here all threads pack a once between them, then take blocks of c one at a
@@ -117,15 +117,20 @@ inline constexpr index_t shared_pack_panels = 4;
 
 inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 
-// c (m x n, row stride ldc) = act(alpha a b + beta c + bias) on the pool, a m x k row- or column-major, b
-// packed (a PackedMatrix's data, padded_cols columns). Same register blocks over the same panels as the
-// single-thread path (sgemm_prepacked), so the same bits.
-inline void gemm_packed_on_pool(index_t m, index_t n, index_t k, bool a_col_major, const float* a, index_t lda,
-                                const float* packed_b, index_t padded_cols, float* c, index_t ldc, float alpha,
-                                float beta, const float* bias, Activation act) {
+// c (m x n, row stride ldc) = act(alpha a b + beta c + bias), a m x k row- or column-major, b packed (a
+// PackedMatrix's data, padded_cols columns): on the pool, or all on the calling thread (on_pool false: one
+// thread, a small product, or a caller that runs many products in parallel itself). The same blocks and the
+// same register blocks over the same panels either way, so the same bits.
+inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major, const float* a, index_t lda,
+                               const float* packed_b, index_t padded_cols, float* c, index_t ldc, float alpha,
+                               float beta, const float* bias, Activation act, bool on_pool) {
+  auto for_each = [on_pool](index_t count, auto&& body) {
+    if (on_pool) parallel_for(count, 1, body);
+    else body(index_t{0}, count);
+  };
   const index_t a_chunks_per_block = ceil_div(sgemm_padded_rows(m) / sgemm_mr, shared_pack_panels);
   const auto packed_a = eigenformer::detail::allocate<float>(sgemm_padded_rows(m) * k);
-  parallel_for(ceil_div(k, sgemm_kc) * a_chunks_per_block, 1, [&](index_t begin, index_t end) {
+  for_each(ceil_div(k, sgemm_kc) * a_chunks_per_block, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t)
       sgemm_pack_a_rows(a_col_major, a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
                         (t % a_chunks_per_block) * shared_pack_panels * sgemm_mr, shared_pack_panels * sgemm_mr,
@@ -134,12 +139,12 @@ inline void gemm_packed_on_pool(index_t m, index_t n, index_t k, bool a_col_majo
   const index_t row_blocks = ceil_div(m, shared_block_rows);
   const index_t block_rows = sgemm_padded_rows(ceil_div(m, row_blocks));
   const index_t col_panels = ceil_div(n, sgemm_nr);
-  const index_t wanted = shared_blocks_per_thread * get_num_threads();
+  const index_t wanted = shared_blocks_per_thread * (on_pool ? get_num_threads() : 1);
   const index_t col_groups = std::min(col_panels, std::max<index_t>(1, ceil_div(wanted, row_blocks)));
   const index_t group_panels = ceil_div(col_panels, col_groups);
   const index_t groups = ceil_div(col_panels, group_panels);
   // Column groups outermost, so that blocks handed out one after the other share their panels of b.
-  parallel_for(groups * row_blocks, 1, [&](index_t begin, index_t end) {
+  for_each(groups * row_blocks, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t) {
       const index_t r0 = (t % row_blocks) * block_rows, r1 = std::min(m, r0 + block_rows);
       const index_t c0 = (t / row_blocks) * group_panels * sgemm_nr, c1 = std::min(n, c0 + group_panels * sgemm_nr);
@@ -176,15 +181,9 @@ inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Pac
     const float* bias = epilogue.bias ? bias_values.data() : nullptr;
     const index_t ldc = c.strides()[0];
     const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
-    const auto plan = tiling == Tiling::pool ? detail::plan_gemm<float>(m, n, k) : detail::GemmPlan{m, n, m, n, 1, 1};
-    if (plan.tiles() > 1)
-      return detail::gemm_packed_on_pool(m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed->data(),
-                                         packed->padded_cols(), c.data(), ldc, alpha, beta, bias,
-                                         epilogue.activation);
-    // One tile (a small product, one thread, or Tiling::calling_thread): on the calling thread.
-    detail::sgemm_prepacked(a_col_major, m, n, k, alpha, ao.data, ao.info.outer_stride, packed->data(),
-                            packed->padded_cols(), 0, beta, c.data(), ldc);
-    detail::apply_epilogue(c.data(), ldc, m, n, bias, epilogue.activation);
+    const bool on_pool = tiling == Tiling::pool && detail::plan_gemm<float>(m, n, k).tiles() > 1;
+    detail::gemm_packed_blocks(m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed->data(),
+                               packed->padded_cols(), c.data(), ldc, alpha, beta, bias, epilogue.activation, on_pool);
   }
 }
 

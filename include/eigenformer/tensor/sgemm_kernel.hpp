@@ -221,9 +221,9 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
 
 // The blocked product c (rows x cols, row stride ldc) = beta c + alpha op(a) B, a rows x k stored row- or
 // column-major with row (column) stride lda, on the calling thread. B comes as packed blocks:
-// b_block(pc, kc, jc, nc) returns k [pc, pc + kc) x columns [jc, jc + nc) of B in sgemm_pack_b's panel order,
-// either packed there and then (sgemm_packed) or read from a matrix packed once (sgemm_prepacked). Both feed
-// the register block the same panels in the same order, hence the same bits.
+// b_block(pc, kc, jc, nc) returns k [pc, pc + kc) x columns [jc, jc + nc) of B in sgemm_pack_b's panel order.
+// Products with a packed weight (a PackedMatrix) take sgemm_both_packed_block instead, which feeds the
+// register block the same panels in the same order, hence the same bits.
 template <class BBlock>
 void sgemm_blocked(bool a_col_major, index_t rows, index_t cols, index_t k, float alpha, const float* a, index_t lda,
                    BBlock&& b_block, float beta, float* c, index_t ldc) {
@@ -268,17 +268,6 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
   }, beta, c, ldc);
 }
 
-// The same product with b (k x padded_cols, padded_cols a multiple of sgemm_nr) packed once beforehand:
-// block pc (k [pc, pc + kc)) at packed + pc * padded_cols, in sgemm_pack_b's panel order over all columns.
-// c's columns start at b's column col0, a multiple of sgemm_nr, so they begin at a whole panel.
-inline void sgemm_prepacked(bool a_col_major, index_t rows, index_t cols, index_t k, float alpha, const float* a,
-                            index_t lda, const float* packed, index_t padded_cols, index_t col0, float beta, float* c,
-                            index_t ldc) {
-  sgemm_blocked(a_col_major, rows, cols, k, alpha, a, lda, [&](index_t pc, index_t kc, index_t jc, index_t) {
-    return packed + pc * padded_cols + (col0 + jc) * kc;
-  }, beta, c, ldc);
-}
-
 // a (rows x k) packed whole, for products whose b is packed too, so that any thread may compute any block
 // of c from it: k block pc (kc = min(sgemm_kc, k - pc)) at out + pc * padded_rows, in sgemm_pack_a's panel
 // order; padded_rows is rows rounded up to whole panels of sgemm_mr. This packs rows [r0, r0 + count) of
@@ -292,8 +281,9 @@ inline void sgemm_pack_a_rows(bool a_col_major, const float* a, index_t lda, ind
 }
 
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
-// both operands packed beforehand: a whole by sgemm_pack_a_rows, b as sgemm_prepacked's. r0 and c0 start
-// whole panels. The same register blocks over the same panels as sgemm_prepacked, so the same bits.
+// both operands packed beforehand: a whole by sgemm_pack_a_rows, b a PackedMatrix's data (k block pc at
+// packed_b + pc * padded_cols, in sgemm_pack_b's panel order over all columns). r0 and c0 start whole panels.
+// The same register blocks over the same panels as sgemm_blocked, so the same bits.
 inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const float* packed_a,
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc) {
@@ -318,8 +308,6 @@ inline constexpr int sgemm_nr = 1;
 inline constexpr index_t sgemm_kc = 256;
 // Never called in this build (nothing is packed without the kernel), but named by code of packed_matrix.hpp.
 inline void sgemm_pack_b(const float*, bool, index_t, index_t, index_t, float*) {}
-inline void sgemm_prepacked(bool, index_t, index_t, index_t, float, const float*, index_t, const float*, index_t,
-                            index_t, float, float*, index_t) {}
 inline index_t sgemm_padded_rows(index_t rows) { return rows; }
 inline void sgemm_pack_a_rows(bool, const float*, index_t, index_t, index_t, index_t, index_t, index_t, float*) {}
 inline void sgemm_both_packed_block(index_t, index_t, float, const float*, const float*, index_t, index_t, index_t,
