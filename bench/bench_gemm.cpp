@@ -1,5 +1,6 @@
 // Single-precision products at the shapes the library's models run, in GFLOP/s: backend::gemm (Eigen, or
-// oneDNN per tile when built with -DEIGENFORMER_BLAS=onednn) on 1 and 2 threads, against the libraries a
+// oneDNN per tile when built with -DEIGENFORMER_BLAS=onednn) on 1 and 2 threads, with b as given and (for
+// the forward's "nt" shapes, with the packed kernel) with b packed once as a layer's weight, against the libraries a
 // user could link instead, each on 2 threads of its own: oneDNN's dnnl_sgemm and OpenBLAS's cblas_sgemm
 // (registered when CMake finds them). bench/torch_gemm.py times torch.mm on the same shapes under the same
 // names, so `bench/compare.py build/bench/bench/bench_gemm bench/torch_gemm.py` prints the two side by side.
@@ -10,6 +11,7 @@
 
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
+#include <eigenformer/tensor/packed_matrix.hpp>
 
 #include <string>
 
@@ -75,6 +77,24 @@ void ours(benchmark::State& state, GemmShape s, int threads) {
   ef::set_num_threads(saved);
 }
 
+// The same product with b packed once beforehand (PackedMatrix), as a model's forward reads its layers'
+// weights after pack_weights(): the per-call cost of copying b into panels is gone. Registered for the "nt"
+// shapes, whose b is a layer's weight.
+void ours_packed(benchmark::State& state, GemmShape s, int threads) {
+  const int saved = ef::get_num_threads();
+  ef::set_num_threads(threads);
+  const Operands op(s);
+  const auto a = op.a(), b = op.b();
+  const ef::PackedMatrix packed(b);
+  auto c = ef::Tensor<float, 2>::empty({s.m, s.n});
+  for (auto _ : state) {
+    ef::backend::gemm(a, b, &packed, c);
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_flops(state, s);
+  ef::set_num_threads(saved);
+}
+
 #if defined(EIGENFORMER_BENCH_WITH_ONEDNN)
 // oneDNN with its own OpenMP threads (OMP_NUM_THREADS, default: every core).
 void onednn(benchmark::State& state, GemmShape s) {
@@ -117,6 +137,12 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(("BM_gemm/" + name + "/" + std::to_string(threads)).c_str(), ours, s, threads)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
+    if (ef::backend::detail::packed_weights_supported && std::string(s.layout) == "nt" && s.m >= 8)
+      for (int threads : {1, 2})
+        benchmark::RegisterBenchmark(("BM_gemm_packed/" + name + "/" + std::to_string(threads)).c_str(), ours_packed, s,
+                                     threads)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
 #if defined(EIGENFORMER_BENCH_WITH_ONEDNN)
     benchmark::RegisterBenchmark(("BM_onednn_sgemm/" + name + "/2").c_str(), onednn, s)
         ->Unit(benchmark::kMicrosecond)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""GFLOP/s per product shape, every contender from one run: backend::gemm on 1 and 2 threads, oneDNN and
-OpenBLAS called directly on 2 threads (when bench_gemm was built with them), and torch.mm at PyTorch's best
-setting (torch 1 thread, OpenBLAS 2 threads).
+"""GFLOP/s per product shape, every contender from one run: backend::gemm on 1 and 2 threads (and on 2 threads
+with the weight packed at load, as models run their forward), oneDNN and OpenBLAS called directly on 2 threads
+(when bench_gemm was built with them), and torch.mm at PyTorch's best setting (torch 1 thread, OpenBLAS 2
+threads).
 
   env $(../shared/tools/openblas-env.sh) /usr/bin/python3 bench/gemm_table.py build/bench/bench/bench_gemm
 
@@ -36,7 +37,8 @@ def main():
     print(f"CPU: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}, "
           f"{context.get('num_cpus', '?')} cores; backend::gemm computes with {context.get('gemm_library', '?')}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(detected)')}")
-    cols = ["ours 1t", "ours 2t", "oneDNN 2t", "OpenBLAS 2t", "torch.mm best", "ours/best"]
+    cols = ["ours 1t", "ours 2t", "oneDNN 2t", "OpenBLAS 2t", "torch.mm best", "ours/best", "ours 2t, weight packed at load",
+            "packed/best"]
     print(f"| shape (M x N x K, layout) | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     shapes = [m.group(1) for name in ours if (m := re.match(r"BM_gemm/(.+)/1$", name))]  # in the binary's order
@@ -51,7 +53,10 @@ def main():
         ours_best = max(v for v in row[:2] if v)
         others = [v for v in row[2:] if v]
         ratio = f"{ours_best / max(others):.2f}" if others else "-"
-        print(f"| {s} | " + " | ".join(f"{v:.1f}" if v else "-" for v in row) + f" | {ratio} |")
+        packed = gf(ours.get(f"BM_gemm_packed/{s}/2"))
+        packed_ratio = f"{packed / max(others):.2f}" if packed and others else "-"
+        print(f"| {s} | " + " | ".join(f"{v:.1f}" if v else "-" for v in row) + f" | {ratio} | "
+              + (f"{packed:.1f}" if packed else "-") + f" | {packed_ratio} |")
 
 
 if __name__ == "__main__":
