@@ -260,8 +260,7 @@ class BertSelfAttention : public nn::Module<T> {
       auto out = qkv.narrow(1, i * dim_, dim_);
       const auto& lin = *projections[i];
       const backend::Epilogue<T> epilogue{lin.bias ? &lin.bias->data : nullptr, backend::Activation::none};
-      if constexpr (std::is_same_v<T, float>) backend::gemm(x2, lin.weight.data.t(), lin.prepared_weight().packed, out, 1.0f, 0.0f, epilogue);
-      else backend::gemm(x2, lin.weight.data.t(), out, T(1), T(0), epilogue);
+      nn::detail::dense_product_into(x2, lin.weight.data.t(), lin.prepared_weight(), out, epilogue);
     }
     std::optional<Context> ctx;
     if (this->records_for_backward()) ctx.emplace(Context{x2, {}});

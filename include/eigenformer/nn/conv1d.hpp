@@ -67,31 +67,27 @@ class Conv1D : public Module<T> {
   void to_bf16_weights()
     requires std::is_same_v<T, float>
   {
-    round_to_bf16_(weight.data);
-    weight_bf16_ = Bf16Matrix(weight.data);
-    if (!weight_packed_.empty()) pack_weights();  // the rounded values
+    weight_copies_.to_bf16(weight.data, detail::DenseLayout::in_out);
   }
   // The bfloat16 copy, or null before to_bf16_weights().
-  const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
+  const Bf16Matrix* bf16_weight() const noexcept { return weight_copies_.bf16(); }
 
   // The weight also in the packed kernel's order, as Linear::pack_weights (tensor/packed_matrix.hpp).
   void pack_weights()
     requires std::is_same_v<T, float>
   {
-    weight_packed_ = PackedMatrix(weight.data);
+    weight_copies_.pack(weight.data, detail::DenseLayout::in_out);
   }
   // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
-  const PackedMatrix* packed_weight() const noexcept { return weight_packed_.empty() ? nullptr : &weight_packed_; }
+  const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
   // The copies an inference product may read (none while recording for backward), as Linear's.
   detail::PreparedWeight prepared_weight() const noexcept {
-    if (this->records_for_backward()) return {};
-    return {bf16_weight(), packed_weight()};
+    return weight_copies_.prepared(this->records_for_backward());
   }
 
  private:
   index_t in_features_, out_features_;
-  Bf16Matrix weight_bf16_;
-  PackedMatrix weight_packed_;
+  detail::WeightCopies weight_copies_;
 };
 
 }  // namespace eigenformer::nn

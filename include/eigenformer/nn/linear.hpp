@@ -45,6 +45,33 @@ struct PreparedWeight {
   const PackedMatrix* packed = nullptr;
 };
 
+// Those copies, as a fully connected layer (Linear, Conv1D) keeps them beside its float weight: one place for
+// both layers' to_bf16_weights / pack_weights, which differ only in the weight's layout.
+class WeightCopies {
+ public:
+  // The weight rounded to bfloat16 in place, a bfloat16 copy of it, and the packed copy (if any) made again
+  // from the rounded values.
+  void to_bf16(Tensor<float, 2>& weight, DenseLayout layout) {
+    round_to_bf16_(weight);
+    bf16_ = Bf16Matrix(dense_in_out(weight, layout));
+    if (!packed_.empty()) pack(weight, layout);
+  }
+  void pack(const Tensor<float, 2>& weight, DenseLayout layout) { packed_ = PackedMatrix(dense_in_out(weight, layout)); }
+
+  const Bf16Matrix* bf16() const noexcept { return bf16_.empty() ? nullptr : &bf16_; }
+  const PackedMatrix* packed() const noexcept { return packed_.empty() ? nullptr : &packed_; }
+  // What an inference product may read: nothing while the layer records for backward, whose products read the
+  // float weight that the optimiser updates.
+  PreparedWeight prepared(bool recording) const noexcept {
+    if (recording) return {};
+    return {bf16(), packed()};
+  }
+
+ private:
+  Bf16Matrix bf16_;
+  PackedMatrix packed_;
+};
+
 // x2 (N, in) w (in, out) with the epilogue, reading one of the layer's prepared copies of w when it has
 // one for a product of this many rows.
 template <floating_element T>
@@ -55,6 +82,16 @@ Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const 
     return backend::gemm(x2, w, prepared.packed, epilogue);
   }
   return backend::gemm(x2, w, epilogue);
+}
+
+// The same product written into `out` (a view such as a column block of a wider tensor), for a caller that lays
+// several layers' outputs side by side (BERT's q | k | v). Reads the packed copy when there is one; bfloat16
+// copies serve fresh results only (decoding's few-row products).
+template <floating_element T>
+void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared, Tensor<T, 2>& out,
+                        const backend::Epilogue<T>& epilogue) {
+  if constexpr (std::is_same_v<T, float>) backend::gemm(x2, w, prepared.packed, out, 1.0f, 0.0f, epilogue);
+  else backend::gemm(x2, w, out, T(1), T(0), epilogue);
 }
 
 // (..., in) -> (..., out) as one gemm with the bias added in its epilogue. `context`, when given, receives
@@ -173,12 +210,10 @@ class Linear : public Module<T> {
   void to_bf16_weights()
     requires std::is_same_v<T, float>
   {
-    round_to_bf16_(weight.data);
-    weight_bf16_ = Bf16Matrix(detail::dense_in_out(weight.data, detail::DenseLayout::out_in));
-    if (!weight_packed_.empty()) pack_weights();  // the rounded values
+    weight_copies_.to_bf16(weight.data, detail::DenseLayout::out_in);
   }
   // The bfloat16 copy, or null before to_bf16_weights().
-  const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
+  const Bf16Matrix* bf16_weight() const noexcept { return weight_copies_.bf16(); }
 
   // Keeps the weight also in the packed kernel's order (tensor/packed_matrix.hpp), which inference products
   // of 8 rows or more then read: no repacking per call, the same bits, about the weight's memory again. A
@@ -186,22 +221,19 @@ class Linear : public Module<T> {
   void pack_weights()
     requires std::is_same_v<T, float>
   {
-    weight_packed_ = PackedMatrix(detail::dense_in_out(weight.data, detail::DenseLayout::out_in));
+    weight_copies_.pack(weight.data, detail::DenseLayout::out_in);
   }
   // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
-  const PackedMatrix* packed_weight() const noexcept { return weight_packed_.empty() ? nullptr : &weight_packed_; }
+  const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
 
-  // The copies an inference product may read; none while recording for backward, whose products read the
-  // float weight that the optimiser updates.
+  // The copies an inference product may read; none while recording for backward.
   detail::PreparedWeight prepared_weight() const noexcept {
-    if (this->records_for_backward()) return {};
-    return {bf16_weight(), packed_weight()};
+    return weight_copies_.prepared(this->records_for_backward());
   }
 
  private:
   index_t in_features_, out_features_;
-  Bf16Matrix weight_bf16_;
-  PackedMatrix weight_packed_;
+  detail::WeightCopies weight_copies_;
 };
 
 }  // namespace eigenformer::nn
