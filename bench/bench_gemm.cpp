@@ -137,7 +137,8 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(("BM_gemm/" + name + "/" + std::to_string(threads)).c_str(), ours, s, threads)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
-    if (ef::backend::detail::packed_weights_supported && std::string(s.layout) == "nt" && s.m >= 8)
+    if (ef::backend::detail::packed_weights_supported && std::string(s.layout) == "nt" &&
+        ef::backend::detail::uses_sgemm_kernel<float>(s.m))
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark(("BM_gemm_packed/" + name + "/" + std::to_string(threads)).c_str(), ours_packed, s,
                                      threads)

@@ -103,9 +103,10 @@ namespace detail {
 // share while the other waited. Here all threads pack a once between them, then take blocks of c one at a
 // time, whichever thread is free: in busy minutes on a shared VM (up to 37% of the CPU time stolen) two-thread
 // BERT-base forwards took 200 ms at batch 1 and 1520 at batch 8 against 268 and 2479 with a tile a thread, and
-// the same in quiet minutes (bench/README.md, "10 ms, and blocks handed out one at a time"). Only where b is packed already: packing a whole b the same way (for
-// products without a packed weight) wrote it out of L2 and read it back, and those products ran 1.3-1.6x
-// slower than with a tile a thread packing b block by block where it is used.
+// the same in quiet minutes (bench/README.md, "10 ms, and blocks handed out one at a time"). Only where b is
+// packed already: packing a whole b the same way (for products without a packed weight) wrote it out of L2 and
+// read it back, and those products ran 1.3-1.6x slower than with a tile a thread packing b block by block where
+// it is used.
 
 // Rows of c a block takes at most: its rows of a (rows x 256 floats a k block) and its block of c stay in L2
 // while the panels of b stream past.

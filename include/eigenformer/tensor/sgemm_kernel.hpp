@@ -219,27 +219,30 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
   }
 }
 
-// The blocked product c (rows x cols, row stride ldc) = beta c + alpha op(a) B, a rows x k stored row- or
-// column-major with row (column) stride lda, on the calling thread. B comes as packed blocks:
-// b_block(pc, kc, jc, nc) returns k [pc, pc + kc) x columns [jc, jc + nc) of B in sgemm_pack_b's panel order.
-// Products with a packed weight (a PackedMatrix) take sgemm_both_packed_block instead, which feeds the
-// register block the same panels in the same order, hence the same bits.
-template <class BBlock>
-void sgemm_blocked(bool a_col_major, index_t rows, index_t cols, index_t k, float alpha, const float* a, index_t lda,
-                   BBlock&& b_block, float beta, float* c, index_t ldc) {
-  static thread_local SgemmScratch a_scratch;
+// c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
+// or column-major with the given row (column) stride; on the calling thread. Each k block of b's column block
+// is packed, then each row block of a, and the register block walks them. Products with a packed weight (a
+// PackedMatrix) take sgemm_both_packed_block instead, which feeds the register block the same panels in the
+// same order, hence the same bits.
+inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
+                         const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
+                         index_t ldc) {
+  static thread_local SgemmScratch a_scratch, b_scratch;
   const index_t mc_max = std::min<index_t>(sgemm_mc, (rows + sgemm_mr - 1) / sgemm_mr * sgemm_mr);
+  const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
   const index_t kc_max = std::min<index_t>(sgemm_kc, k);
   float* ap = a_scratch.get(static_cast<std::size_t>(mc_max * kc_max));
+  float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
   // Above ~2 MB (this machine kind's L2 a core) the output no longer stays cached from one k block to the next.
   const bool prefetch_c = rows * cols > (index_t{1} << 19);
   auto a_at = [&](index_t i, index_t p) { return a_col_major ? a + i + p * lda : a + i * lda + p; };
+  auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
   for (index_t jc = 0; jc < cols; jc += sgemm_nc) {
     const index_t nc = std::min<index_t>(sgemm_nc, cols - jc);
     for (index_t pc = 0; pc < k; pc += sgemm_kc) {
       const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
       const float block_beta = pc == 0 ? beta : 1.0f;
-      const float* bp = b_block(pc, kc, jc, nc);
+      sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
       for (index_t ic = 0; ic < rows; ic += sgemm_mc) {
         const index_t mc = std::min<index_t>(sgemm_mc, rows - ic);
         sgemm_pack_a(a_at(ic, pc), a_col_major, lda, mc, kc, ap);
@@ -251,21 +254,6 @@ void sgemm_blocked(bool a_col_major, index_t rows, index_t cols, index_t k, floa
       }
     }
   }
-}
-
-// c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
-// or column-major with the given row (column) stride; on the calling thread.
-inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
-                         const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
-                         index_t ldc) {
-  static thread_local SgemmScratch b_scratch;
-  const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
-  float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * std::min<index_t>(sgemm_kc, k)));
-  auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
-  sgemm_blocked(a_col_major, rows, cols, k, alpha, a, lda, [&](index_t pc, index_t kc, index_t jc, index_t nc) {
-    sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
-    return static_cast<const float*>(bp);
-  }, beta, c, ldc);
 }
 
 // a (rows x k) packed whole, for products whose b is packed too, so that any thread may compute any block
@@ -283,7 +271,7 @@ inline void sgemm_pack_a_rows(bool a_col_major, const float* a, index_t lda, ind
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
 // both operands packed beforehand: a whole by sgemm_pack_a_rows, b a PackedMatrix's data (k block pc at
 // packed_b + pc * padded_cols, in sgemm_pack_b's panel order over all columns). r0 and c0 start whole panels.
-// The same register blocks over the same panels as sgemm_blocked, so the same bits.
+// The same register blocks over the same panels as sgemm_packed, so the same bits.
 inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const float* packed_a,
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc) {
