@@ -17,15 +17,17 @@ import sys
 def cpp_medians(binary, reps, extra_args=(), context=None):
     """{name: median seconds} of a Google Benchmark binary; `context`, a dict if given, receives the run's
     context (the machine, and what a suite added with AddCustomContext)."""
-    out = subprocess.run([binary, f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
-                          "--benchmark_format=json", *extra_args], check=True, capture_output=True, text=True).stdout
+    # One repetition has no aggregates: its single run is the median.
+    aggregates = ["--benchmark_report_aggregates_only=true"] if reps > 1 else []
+    out = subprocess.run([binary, f"--benchmark_repetitions={reps}", *aggregates, "--benchmark_format=json", *extra_args],
+                         check=True, capture_output=True, text=True).stdout
     res = {}
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
     report = json.loads(out)
     if context is not None:
         context.update(report.get("context", {}))
     for b in report["benchmarks"]:
-        if b.get("aggregate_name") == "median":
+        if b.get("aggregate_name") == "median" or (reps == 1 and b.get("run_type") == "iteration"):
             # Benchmarks timed with UseRealTime() (the threaded ones) carry a /real_time suffix their twin lacks.
             name = b["run_name"].removesuffix("/real_time")
             res[name] = b["real_time"] * scale[b["time_unit"]]
