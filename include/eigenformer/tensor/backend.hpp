@@ -632,7 +632,7 @@ void apply_epilogue(T* c, index_t ldc, index_t rows, index_t cols, const T* bias
 template <class W>
 void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, const GemvWeight<W>& b, float* c,
                   index_t ldc, float alpha, float beta, const float* bias, Activation act) {
-  parallel_for(n, gemv_chunk_cols(m, n, k, get_num_threads()), [&](index_t j0, index_t j1) {
+  parallel_for(n, gemv_chunk_cols(m, n, k, get_num_threads(), b.col_major), [&](index_t j0, index_t j1) {
     gemv_columns(m, k, a, lda, b, c, ldc, alpha, beta, j0, j1);
     apply_epilogue(c + j0, ldc, m, j1 - j0, bias ? bias + j0 : nullptr, act);
   });
