@@ -389,7 +389,7 @@ void gemv_columns(index_t m, index_t k, const float* a, index_t lda, const GemvW
 // late evens out: each chunk is one contiguous stretch of b whatever its width. A row-major b (a Conv1D or
 // Linear weight as GPT-2 stores it) gets one chunk a thread: a chunk of c columns reads every row of b
 // along c columns only, and with four chunks a thread those runs were 256 bytes to 1.5 KB, too short for the
-// hardware prefetcher; one chunk a thread made whole GPT-2 small decode steps 17-20% faster on 2 threads
+// hardware prefetcher; one chunk a thread made whole GPT-2 small decode steps 15-23% faster on 2 threads
 // (fp32 34.2-35.9 -> 28.6-29.1 ms, bfloat16 24.5-25.8 -> 19.8-20.5 ms, three runs of 40 consecutive steps
 // each, Intel Xeon). The bits do not depend on it.
 inline index_t gemv_chunk_cols(index_t m, index_t n, index_t k, int threads, bool b_col_major) {
