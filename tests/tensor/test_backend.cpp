@@ -469,6 +469,13 @@ TEST_CASE("bfloat16: float -> bfloat16 rounding equals PyTorch's bits, NaN, inf,
   CHECK((wt.rows() == 5 && wt.cols() == 3));
   for (index_t i = 0; i < 5; ++i)
     for (index_t j = 0; j < 3; ++j) CHECK(wt.at(i, j) == ef::float_from_bf16_bits(ef::bf16_bits_from_float(w(j, i))));
+  // Any other matrix in panels of 64 columns, the last one padded: element (i, j) where it was, across
+  // panel boundaries.
+  const auto wide = gemv_check::values(5, 150, 9);
+  const ef::Bf16Matrix panels(wide);
+  CHECK((panels.paneled() && !panels.col_major() && panels.rows() == 5 && panels.cols() == 150));
+  for (index_t i = 0; i < 5; ++i)
+    for (index_t j = 0; j < 150; ++j) CHECK(panels.bits(i, j) == ef::bf16_bits_from_float(wide(i, j)));
   auto view = gemv_check::values(4, 4, 8).narrow(1, 0, 2);
   CHECK_THROWS_WITH_AS(ef::round_to_bf16_(view), doctest::Contains("strided view"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(ef::backend::gemm(gemv_check::values(1, 5, 9), w.t(), ef::Bf16Matrix(w)),

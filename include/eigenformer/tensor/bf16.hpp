@@ -34,9 +34,11 @@ Tensor<float, R>& round_to_bf16_(Tensor<float, R>& t) {
   return t;
 }
 
-// A 2-D float matrix rounded to bfloat16 (bf16_bits_from_float), stored in the memory order of the view it
-// was made from: row-major, or column-major for a transposed view such as Linear's weight.t(), so that the
-// products read it along the same lines as the float original. Shares its storage when copied.
+// A 2-D float matrix rounded to bfloat16 (bf16_bits_from_float), laid out for the products that read it:
+// a transposed view such as Linear's weight.t() column-major, each column contiguous as in the float
+// original; any other matrix in the paneled layout of backend::detail::GemvWeight (panels of 64 columns,
+// each stored whole, the last padded with zeros), so that a thread's share of the columns is one
+// contiguous stretch. Shares its storage when copied.
 class Bf16Matrix {
  public:
   Bf16Matrix() = default;
@@ -44,20 +46,38 @@ class Bf16Matrix {
     const auto info = detail::classify(rows_, cols_, m.strides()[0], m.strides()[1]);
     col_major_ = info.layout == detail::matrix_layout::col_major && rows_ > 1;
     const auto dense = col_major_ ? m.t().contiguous() : m.contiguous();  // (cols, rows) or (rows, cols)
-    data_ = std::shared_ptr<std::uint16_t[]>(new std::uint16_t[static_cast<std::size_t>(std::max<index_t>(m.numel(), 1))]);
-    for (index_t i = 0; i < m.numel(); ++i) data_[i] = bf16_bits_from_float(dense.data()[i]);
+    const index_t stored = col_major_ ? m.numel() : rows_ * padded_cols();
+    data_ = std::shared_ptr<std::uint16_t[]>(new std::uint16_t[static_cast<std::size_t>(std::max<index_t>(stored, 1))]());
+    if (col_major_) {
+      for (index_t i = 0; i < m.numel(); ++i) data_[i] = bf16_bits_from_float(dense.data()[i]);
+    } else {
+      for (index_t i = 0; i < rows_; ++i)
+        for (index_t j = 0; j < cols_; ++j) data_[offset(i, j)] = bf16_bits_from_float(dense.data()[i * cols_ + j]);
+    }
   }
 
   bool empty() const noexcept { return data_ == nullptr; }
   index_t rows() const noexcept { return rows_; }
   index_t cols() const noexcept { return cols_; }
   bool col_major() const noexcept { return col_major_; }
+  // Not column-major: stored in panels (see the class comment).
+  bool paneled() const noexcept { return !col_major_; }
   const std::uint16_t* data() const noexcept { return data_.get(); }
-  // Element (i, j) as a float.
-  float at(index_t i, index_t j) const { return float_from_bf16_bits(data_[col_major_ ? i + j * rows_ : i * cols_ + j]); }
+  // The bits of element (i, j) and its value as a float.
+  std::uint16_t bits(index_t i, index_t j) const { return data_[offset(i, j)]; }
+  float at(index_t i, index_t j) const { return float_from_bf16_bits(bits(i, j)); }
   std::string shape_string() const { return "(" + std::to_string(rows_) + ", " + std::to_string(cols_) + ")"; }
 
  private:
+  index_t padded_cols() const noexcept {
+    constexpr index_t P = backend::detail::gemv_panel_cols;
+    return (cols_ + P - 1) / P * P;
+  }
+  index_t offset(index_t i, index_t j) const noexcept {
+    constexpr index_t P = backend::detail::gemv_panel_cols;
+    return col_major_ ? i + j * rows_ : (j / P) * P * rows_ + i * P + j % P;
+  }
+
   std::shared_ptr<std::uint16_t[]> data_;
   index_t rows_ = 0, cols_ = 0;
   bool col_major_ = false;
@@ -81,7 +101,7 @@ inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& 
     return gemm(a, b, epilogue);  // the float product, or its error message
   auto c = Tensor<float, 2>::empty(Shape<2>{m, n});
   const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
-  const detail::GemvWeight<std::uint16_t> w{b16.data(), b16.col_major() ? k : n, b16.col_major()};
+  const detail::GemvWeight<std::uint16_t> w{b16.data(), b16.col_major() ? k : n, b16.col_major(), b16.paneled()};
   detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), n, 1.0f, 0.0f,
                        epilogue.bias ? bias_values.data() : nullptr, epilogue.activation);
   return c;

@@ -11,7 +11,7 @@
 // Bits: every output column is computed on its own by the same sequence of operations, so a column's value
 // does not depend on which other columns share its call, block or thread: backend.hpp splits the columns
 // over the thread pool and the results are bit-identical for every thread count.
-//   row-major b:    acc = fma(a(i,k), b(k,j), acc) from acc = 0, k ascending.
+//   row-major b:    acc = fma(a(i,k), b(k,j), acc) from acc = 0, k ascending (a paneled bfloat16 b too).
 //   column-major b: lane l of a vector of W lanes accumulates the k = l (mod W) terms by fma, k ascending;
 //                   the lanes are then summed in a fixed tree (W = 16 with AVX-512, 8 with AVX2, 8 in the
 //                   portable fallback), a partial last vector being padded with zeros. A bfloat16 b in the
@@ -61,13 +61,23 @@ namespace eigenformer::backend::detail {
 // together still read each weight once. With more rows, the packed gemm's register blocking wins.
 inline constexpr index_t gemv_max_rows = 4;
 
+// Columns a panel of a paneled b (below): 128 bytes of each bfloat16 row, two cache lines.
+inline constexpr index_t gemv_panel_cols = 64;
+
 // The right operand b (K, N): element (k, j) at data[k * ld + j] (row-major) or data[k + j * ld]. W is
-// float or std::uint16_t (bfloat16 bits).
+// float or std::uint16_t (bfloat16 bits). Paneled (Bf16Matrix's layout of a row-major weight): the columns
+// cut into panels of gemv_panel_cols, the last one padded with zeros, each panel stored whole, row after
+// row: element (k, j) at data[(j / P) * P * K + k * P + j % P] with P = gemv_panel_cols, ld unused. Why: a
+// decoding step's thread then reads its columns as one contiguous stretch of memory. Read in place from a
+// row-major matrix, a thread's share of a 768-column weight is 768 bytes of every row, runs too short for
+// the hardware prefetcher: such weights streamed at 10-12 GB/s on 2 threads where the wider ones reached
+// 15-18 (an AVX-512 Xeon, GPT-2 small's bfloat16 weights).
 template <class W>
 struct GemvWeight {
   const W* data;
   index_t ld;
   bool col_major;
+  bool paneled = false;
 };
 
 inline float gemv_widen(float w) noexcept { return w; }
@@ -249,6 +259,59 @@ void gemv_rows(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
 #endif
 }
 
+// One panel of a paneled b (GemvWeight): acc[i * gemv_panel_cols + j] = the sum over k for row i of a and
+// column j of the panel, in the order of the row-major kernel above (one fma a row, k ascending), so a
+// paneled weight gives the bits of the same weight read in place. The panel's columns are taken G at a time
+// with all their running sums in registers across the whole of k: G = 64 (M x 4 registers) with AVX-512;
+// with AVX2's 16 registers, G shrinks as M grows so that the sums take at most 8.
+template <int M>
+void gemv_panel(index_t k, const float* a, index_t lda, const std::uint16_t* panel, float* acc) {
+  constexpr index_t P = gemv_panel_cols;
+#if defined(EIGENFORMER_GEMV_SIMD)
+  using V = GemvSimd;
+  using reg = typename V::reg;
+  constexpr int w = V::width;
+  constexpr int budget = w == 16 ? 16 : 8;  // registers for the running sums
+  constexpr int G = std::min<int>(P, budget / M * w / (2 * w) * (2 * w));
+  static_assert(G >= 2 * w && P % G == 0, "gemv_panel: a group of columns must be whole pairs of vectors");
+  constexpr int groups = G / (2 * w);
+  for (index_t g0 = 0; g0 < P; g0 += G) {
+    reg even[M][groups], odd[M][groups];
+    for (int i = 0; i < M; ++i)
+      for (int g = 0; g < groups; ++g) even[i][g] = odd[i][g] = V::zero();
+    const std::uint16_t* row = panel + g0;
+    for (index_t p = 0; p < k; ++p, row += P) {
+      reg e[groups], o[groups];
+      for (int g = 0; g < groups; ++g) V::load_pairs(row + g * 2 * w, e[g], o[g]);
+      for (int i = 0; i < M; ++i) {
+        const reg x = V::set1(a[i * lda + p]);
+        for (int g = 0; g < groups; ++g) {
+          even[i][g] = V::fmadd(x, e[g], even[i][g]);
+          odd[i][g] = V::fmadd(x, o[g], odd[i][g]);
+        }
+      }
+    }
+    for (int i = 0; i < M; ++i)  // back in column order: lane l of a pair holds columns 2 l and 2 l + 1
+      for (int g = 0; g < groups; ++g) {
+        alignas(64) float t[2 * w];
+        V::store(t, even[i][g]);
+        V::store(t + w, odd[i][g]);
+        float* out = acc + i * P + g0 + g * 2 * w;
+        for (int q = 0; q < w; ++q) {
+          out[2 * q] = t[q];
+          out[2 * q + 1] = t[w + q];
+        }
+      }
+  }
+#else
+  std::fill(acc, acc + M * P, 0.0f);
+  for (index_t p = 0; p < k; ++p)
+    for (int i = 0; i < M; ++i)
+      for (index_t j = 0; j < P; ++j)
+        acc[i * P + j] = gemv_fma(a[i * lda + p], gemv_widen(panel[p * P + j]), acc[i * P + j]);
+#endif
+}
+
 // Column-major b: columns [j0, j1), each the dot product of a row of a with a contiguous column of b. Four
 // columns at a time (four streams of b in flight), then one at a time; both compute a column alike.
 template <int M, class W>
@@ -358,6 +421,20 @@ void gemv_columns_m(index_t k, const float* a, index_t lda, const GemvWeight<W>&
     gemv_cols<M>(k, a, lda, b.data, b.ld, j0, j1, c, ldc, alpha, beta);
     return;
   }
+  if constexpr (std::is_same_v<W, std::uint16_t>)
+    if (b.paneled) {
+      constexpr index_t P = gemv_panel_cols;
+      alignas(64) float acc[M * P];
+      for (index_t q = j0 / P; q * P < j1; ++q) {
+        gemv_panel<M>(k, a, lda, b.data + q * P * k, acc);
+        for (int i = 0; i < M; ++i)
+          for (index_t j = std::max(j0, q * P); j < std::min(j1, q * P + P); ++j) {
+            float& out = c[i * ldc + j];
+            out = gemv_finish(acc[i * P + j - q * P], alpha, beta, out);
+          }
+      }
+      return;
+    }
   alignas(64) float acc[M * gemv_block_cols];
   for (index_t jb = j0; jb < j1; jb += gemv_block_cols) {
     const index_t cols = std::min(gemv_block_cols, j1 - jb);
@@ -391,7 +468,8 @@ void gemv_columns(index_t m, index_t k, const float* a, index_t lda, const GemvW
 // along c columns only, and with four chunks a thread those runs were 256 bytes to 1.5 KB, too short for the
 // hardware prefetcher; one chunk a thread made whole GPT-2 small decode steps 15-23% faster on 2 threads
 // (fp32 34.2-35.9 -> 28.6-29.1 ms, bfloat16 24.5-25.8 -> 19.8-20.5 ms, three runs of 40 consecutive steps
-// each, Intel Xeon). The bits do not depend on it.
+// each, Intel Xeon). A paneled bfloat16 weight takes one chunk a thread too (four were no faster in a
+// throwaway driver). The bits do not depend on it.
 inline index_t gemv_chunk_cols(index_t m, index_t n, index_t k, int threads, bool b_col_major) {
   if (threads <= 1 || double(m) * double(n) * double(k) < double(1 << 16)) return std::max<index_t>(n, 1);
   const index_t per_thread = b_col_major ? 4 : 1;
