@@ -9,8 +9,8 @@
 //   BM_gpt2_decode_step_bf16   the same with the weights stored as bfloat16 (to_bf16_weights; float arithmetic)
 //   BM_read_bandwidth/<MiB>    summing a buffer of that size over the thread pool with four SIMD sums a thread:
 //                              the memory read bandwidth that bounds a decode step, which reads every weight
-//                              once. The two sizes are
-//                              GPT-2 small's weight matrices in float (471 MiB) and in bfloat16 (236 MiB)
+//                              once. The two sizes are GPT-2 small's weight matrices in float (471 MiB) and
+//                              in bfloat16 (236 MiB)
 //
 // Counters: `allocs` is the number of global operator new calls per iteration (this binary replaces the
 // global operator new to count them), measured after warm-up. The goal for a decode step is 0: a server
@@ -202,14 +202,15 @@ BENCHMARK(BM_gpt2_decode_step_bf16)->Unit(benchmark::kMillisecond);
 // did not: the compiler's single vector sum read 15-17 GB/s on 2 threads of an AVX-512 Xeon where four
 // independent SIMD sums over the same buffer read 17-20 (interleaved in one process, seven rounds). One
 // chunk a thread, as the decode step's products split a row-major weight. bytes_per_second is the figure.
+// (A build without AVX2 sums one float at a time, a dependent chain that understates the memory.)
 void BM_read_bandwidth(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const auto floats = static_cast<ef::index_t>(bytes / sizeof(float));
   std::vector<float> buffer(static_cast<std::size_t>(floats), 1.0f);
   const ef::index_t threads = ef::get_num_threads();
   const ef::index_t grain = (floats + threads - 1) / threads;
+  std::vector<float> sums(static_cast<std::size_t>(threads), 0.0f);  // one a chunk: begin / grain < threads
   for (auto _ : state) {
-    std::vector<float> sums(static_cast<std::size_t>(threads + 1), 0.0f);
     ef::backend::parallel_for(floats, grain, [&](ef::index_t begin, ef::index_t end) {
       const float* p = buffer.data();
       float s = 0.0f;

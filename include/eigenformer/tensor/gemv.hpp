@@ -70,8 +70,8 @@ inline constexpr index_t gemv_panel_cols = 64;
 // row: element (k, j) at data[(j / P) * P * K + k * P + j % P] with P = gemv_panel_cols, ld unused. Why: a
 // decoding step's thread then reads its columns as one contiguous stretch of memory. Read in place from a
 // row-major matrix, a thread's share of a 768-column weight is 768 bytes of every row, runs too short for
-// the hardware prefetcher: such weights streamed at 10-12 GB/s on 2 threads where the wider ones reached
-// 15-18 (an AVX-512 Xeon, GPT-2 small's bfloat16 weights).
+// the hardware prefetcher: such weights streamed at 9.6-12.3 GB/s on 2 threads where the wider ones reached
+// 12.9-17.8, and 11.7-15.9 all of them in panels (an AVX-512 Xeon, GPT-2 small's bfloat16 weights, six rounds).
 template <class W>
 struct GemvWeight {
   const W* data;
@@ -158,6 +158,16 @@ struct GemvSimd : SimdFloat {
 };
 #endif
 inline constexpr int gemv_lanes = GemvSimd::width;
+
+// The sums of one group of 2 W columns widened as pairs (GemvSimd::load_pairs), the even columns' W sums then
+// the odd ones' in `pairs`, written to `out` in column order.
+inline void gemv_pairs_in_order(const float* pairs, float* out) {
+  constexpr int w = GemvSimd::width;
+  for (int q = 0; q < w; ++q) {
+    out[2 * q] = pairs[q];
+    out[2 * q + 1] = pairs[w + q];
+  }
+}
 #else
 inline constexpr int gemv_lanes = 8;
 #endif
@@ -241,10 +251,7 @@ void gemv_rows(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
     for (index_t g = 0; g < pair_cols; g += 2 * w) {
       float t[2 * w];
       std::copy(acc + i * S + g, acc + i * S + g + 2 * w, t);
-      for (index_t q = 0; q < w; ++q) {
-        acc[i * S + g + 2 * q] = t[q];
-        acc[i * S + g + 2 * q + 1] = t[w + q];
-      }
+      gemv_pairs_in_order(t, acc + i * S + g);
     }
 #else
   // Plain loops over the columns, which the compiler vectorises with whatever the build targets.
@@ -272,7 +279,8 @@ void gemv_panel(index_t k, const float* a, index_t lda, const std::uint16_t* pan
   using reg = typename V::reg;
   constexpr int w = V::width;
   constexpr int budget = w == 16 ? 16 : 8;  // registers for the running sums
-  constexpr int G = std::min<int>(P, budget / M * w / (2 * w) * (2 * w));
+  // Each group of 2 w columns (one load_pairs) takes two registers a row of a.
+  constexpr int G = std::min<int>(P, budget / (2 * M) * 2 * w);
   static_assert(G >= 2 * w && P % G == 0, "gemv_panel: a group of columns must be whole pairs of vectors");
   constexpr int groups = G / (2 * w);
   for (index_t g0 = 0; g0 < P; g0 += G) {
@@ -291,16 +299,12 @@ void gemv_panel(index_t k, const float* a, index_t lda, const std::uint16_t* pan
         }
       }
     }
-    for (int i = 0; i < M; ++i)  // back in column order: lane l of a pair holds columns 2 l and 2 l + 1
+    for (int i = 0; i < M; ++i)
       for (int g = 0; g < groups; ++g) {
         alignas(64) float t[2 * w];
         V::store(t, even[i][g]);
         V::store(t + w, odd[i][g]);
-        float* out = acc + i * P + g0 + g * 2 * w;
-        for (int q = 0; q < w; ++q) {
-          out[2 * q] = t[q];
-          out[2 * q + 1] = t[w + q];
-        }
+        gemv_pairs_in_order(t, acc + i * P + g0 + g * 2 * w);
       }
   }
 #else
