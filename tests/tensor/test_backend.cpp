@@ -469,9 +469,9 @@ TEST_CASE("bfloat16: float -> bfloat16 rounding equals PyTorch's bits, NaN, inf,
   CHECK((wt.rows() == 5 && wt.cols() == 3));
   for (index_t i = 0; i < 5; ++i)
     for (index_t j = 0; j < 3; ++j) CHECK(wt.at(i, j) == ef::float_from_bf16_bits(ef::bf16_bits_from_float(w(j, i))));
-  // Any other matrix in panels of 64 columns, the last one padded: every element's bits read back across
-  // panel boundaries and the padding. (That the panels lie where gemv_panel reads them is checked by
-  // gemv_check, whose bfloat16 products must equal the float weight's bit for bit.)
+  // Any other matrix in panels of 64 columns, the last one padded: every element's bits read back, across
+  // panel boundaries and in the partial last panel. (That the panels lie where gemv_panel reads them is
+  // checked by gemv_check, whose bfloat16 products must equal the float weight's bit for bit.)
   const auto wide = gemv_check::values(5, 150, 9);
   const ef::Bf16Matrix panels(wide);
   CHECK((panels.paneled() && !panels.col_major() && panels.rows() == 5 && panels.cols() == 150));
