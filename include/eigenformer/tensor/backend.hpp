@@ -632,7 +632,7 @@ void apply_epilogue(T* c, index_t ldc, index_t rows, index_t cols, const T* bias
 template <class W>
 void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, const GemvWeight<W>& b, float* c,
                   index_t ldc, float alpha, float beta, const float* bias, Activation act) {
-  parallel_for(n, gemv_chunk_cols(m, n, k, get_num_threads(), b.col_major), [&](index_t j0, index_t j1) {
+  parallel_for(n, gemv_chunk_cols(m, n, k, get_num_threads(), b.layout == GemvLayout::col_major), [&](index_t j0, index_t j1) {
     gemv_columns(m, k, a, lda, b, c, ldc, alpha, beta, j0, j1);
     apply_epilogue(c + j0, ldc, m, j1 - j0, bias ? bias + j0 : nullptr, act);
   });
@@ -745,7 +745,9 @@ void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha
   if constexpr (std::is_same_v<T, float>) {
     using eigenformer::detail::matrix_layout;
     if (m <= detail::gemv_max_rows && ao.info.layout == matrix_layout::row_major) {  // decoding: stream b once
-      const detail::GemvWeight<float> w{bo.data, bo.info.outer_stride, bo.info.layout == matrix_layout::col_major};
+      const detail::GemvWeight<float> w{bo.data, bo.info.outer_stride,
+                                        bo.info.layout == matrix_layout::col_major ? detail::GemvLayout::col_major
+                                                                                   : detail::GemvLayout::row_major};
       return detail::gemv_product(m, n, k, ao.data, ao.info.outer_stride, w, c.data(), ldc, alpha, beta, bias,
                                   epilogue.activation);
     }

@@ -101,7 +101,8 @@ inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& 
     return gemm(a, b, epilogue);  // the float product, or its error message
   auto c = Tensor<float, 2>::empty(Shape<2>{m, n});
   const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
-  const detail::GemvWeight<std::uint16_t> w{b16.data(), b16.col_major() ? k : n, b16.col_major(), b16.paneled()};
+  const detail::GemvWeight<std::uint16_t> w{
+      b16.data(), b16.col_major() ? k : n, b16.col_major() ? detail::GemvLayout::col_major : detail::GemvLayout::paneled};
   detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), n, 1.0f, 0.0f,
                        epilogue.bias ? bias_values.data() : nullptr, epilogue.activation);
   return c;

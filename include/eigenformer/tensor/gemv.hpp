@@ -72,12 +72,13 @@ inline constexpr index_t gemv_panel_cols = 64;
 // row-major matrix, a thread's share of a 768-column weight is 768 bytes of every row, runs too short for
 // the hardware prefetcher: such weights streamed at 9.6-12.3 GB/s on 2 threads where the wider ones reached
 // 12.9-17.8, and 11.7-15.9 all of them in panels (an AVX-512 Xeon, GPT-2 small's bfloat16 weights, six rounds).
+enum class GemvLayout { row_major, col_major, paneled };
+
 template <class W>
 struct GemvWeight {
   const W* data;
   index_t ld;
-  bool col_major;
-  bool paneled = false;
+  GemvLayout layout;
 };
 
 inline float gemv_widen(float w) noexcept { return w; }
@@ -421,12 +422,12 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
 template <int M, class W>
 void gemv_columns_m(index_t k, const float* a, index_t lda, const GemvWeight<W>& b, float* c, index_t ldc, float alpha,
                     float beta, index_t j0, index_t j1) {
-  if (b.col_major) {
+  if (b.layout == GemvLayout::col_major) {
     gemv_cols<M>(k, a, lda, b.data, b.ld, j0, j1, c, ldc, alpha, beta);
     return;
   }
   if constexpr (std::is_same_v<W, std::uint16_t>)
-    if (b.paneled) {
+    if (b.layout == GemvLayout::paneled) {
       constexpr index_t P = gemv_panel_cols;
       alignas(64) float acc[M * P];
       for (index_t q = j0 / P; q * P < j1; ++q) {
