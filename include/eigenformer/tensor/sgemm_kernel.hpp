@@ -282,10 +282,29 @@ inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const 
     const float block_beta = pc == 0 ? beta : 1.0f;
     const float* ap = packed_a + pc * padded_rows;
     const float* bp = packed_b + pc * padded_cols;
-    for (index_t jr = c0; jr < c1; jr += sgemm_nr)
-      for (index_t ir = r0; ir < r1; ir += sgemm_mr)
+    const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
+    for (index_t jr = c0; jr < c1; jr += sgemm_nr) {
+      // The next panel of b (this k block's next column panel, else the next k block's first), asked for a
+      // slice before each register block: it comes from memory or L3 while this one is read from L1, instead
+      // of stalling the first register block that reads it. 1-4% on BERT-base forwards on 1 thread (AMD Zen 5).
+      const float* next = nullptr;
+      index_t next_lines = 0;
+      if (jr + sgemm_nr < c1) {
+        next = bp + (jr + sgemm_nr) * kc;
+        next_lines = sgemm_nr * kc / 16;
+      } else if (pc + sgemm_kc < k) {
+        const index_t next_kc = std::min<index_t>(sgemm_kc, k - pc - sgemm_kc);
+        next = packed_b + (pc + sgemm_kc) * padded_cols + c0 * next_kc;
+        next_lines = sgemm_nr * next_kc / 16;
+      }
+      index_t q = 0;
+      for (index_t ir = r0; ir < r1; ir += sgemm_mr, ++q) {
+        for (index_t l = q * next_lines / row_panels; l < (q + 1) * next_lines / row_panels; ++l)
+          _mm_prefetch(reinterpret_cast<const char*>(next + l * 16), _MM_HINT_T0);
         sgemm_micro_kernel(kc, ap + ir * kc, bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
                            std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c);
+      }
+    }
   }
 }
 #else
