@@ -199,7 +199,10 @@ TEST_CASE("BERT: pack_weights leaves the logits bit for bit, and a weight change
   mlm.pack_weights();
   classifier.pack_weights();
   const bool supported = ef::backend::detail::packed_weights_supported;
-  CHECK((mlm.bert.encoder.layer[0].attention.self.query.packed_weight() != nullptr) == supported);
+  const auto& self = mlm.bert.encoder.layer[0].attention.self;
+  CHECK((self.packed_qkv_weight() != nullptr) == supported);  // query, key and value side by side ...
+  CHECK(self.query.packed_weight() == nullptr);                // ... in place of their own copies
+  CHECK((mlm.bert.encoder.layer[0].output.dense.packed_weight() != nullptr) == supported);
   CHECK((classifier.classifier.packed_weight() != nullptr) == supported);
   const auto mlm_after = mlm.forward(ids, mask, types);
   const auto cls_after = classifier.forward(ids, mask, types);
@@ -213,6 +216,12 @@ TEST_CASE("BERT: pack_weights leaves the logits bit for bit, and a weight change
   if (supported) CHECK_THROWS_WITH_AS(mlm.forward(ids, mask, types), doctest::Contains("pack_weights() again"), std::logic_error);
   mlm.pack_weights();
   CHECK_NOTHROW(mlm.forward(ids, mask, types));
+  // So is a value weight changed after its side-by-side packing with the query and key weights.
+  classifier.bert.encoder.layer[1].attention.self.value.weight.data(cfg.hidden_size - 1, cfg.hidden_size - 1) += 1.0f;
+  if (supported)
+    CHECK_THROWS_WITH_AS(classifier.forward(ids, mask, types), doctest::Contains("pack_weights() again"), std::logic_error);
+  classifier.pack_weights();
+  CHECK_NOTHROW(classifier.forward(ids, mask, types));
 }
 
 TEST_CASE("BERT: a padded batch gives every sentence what it gets alone") {

@@ -57,6 +57,7 @@ class WeightCopies {
     if (!packed_.empty()) pack(weight, layout);
   }
   void pack(const Tensor<float, 2>& weight, DenseLayout layout) { packed_ = PackedMatrix(dense_in_out(weight, layout)); }
+  void unpack() { packed_ = PackedMatrix(); }
 
   const Bf16Matrix* bf16() const noexcept { return bf16_.empty() ? nullptr : &bf16_; }
   const PackedMatrix* packed() const noexcept { return packed_.empty() ? nullptr : &packed_; }
@@ -223,6 +224,8 @@ class Linear : public Module<T> {
   {
     weight_copies_.pack(weight.data, detail::DenseLayout::out_in);
   }
+  // Drops the packed copy, freeing its memory; products then pack the weight on every call again.
+  void unpack_weights() { weight_copies_.unpack(); }
   // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
 

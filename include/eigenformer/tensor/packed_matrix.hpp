@@ -19,8 +19,10 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/join.hpp"
 
 namespace eigenformer {
 
@@ -59,8 +61,26 @@ class PackedMatrix {
           sgemm_pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + j0 * kc);
         }
       });
-      for (int s = 0; s < 3; ++s) samples_[s] = b(sample_row(s), sample_col(s));
+      parts_ = {sample(b)};
     }
+  }
+
+  // Several matrices with the same rows packed as one, side by side ([b0 | b1 | ...], torch.cat along dim 1):
+  // one product then computes what one product per part would, with the same bits (an element of the
+  // packed kernel's product depends on its row of a and its column of b alone), reading a once. Empty in a
+  // build without the packed kernel. Throws shape_error when the parts' row counts differ.
+  static PackedMatrix side_by_side(const std::vector<Tensor<float, 2>>& parts) {
+    if (parts.empty()) throw std::invalid_argument("PackedMatrix::side_by_side: expected at least one matrix");
+    for (const auto& part : parts)
+      if (part.shape()[0] != parts.front().shape()[0])
+        throw shape_error("PackedMatrix::side_by_side: the matrices " + eigenformer::shape_string(parts.front().shape()) +
+                          " and " + eigenformer::shape_string(part.shape()) + " have different row counts");
+    PackedMatrix packed(cat(parts, 1));
+    if (!packed.empty()) {
+      packed.parts_.clear();
+      for (const auto& part : parts) packed.parts_.push_back(packed.sample(part));
+    }
+    return packed;
   }
 
   bool empty() const noexcept { return data_ == nullptr; }
@@ -75,22 +95,40 @@ class PackedMatrix {
   // Whether b has this matrix's shape and still holds, bit for bit, three of the values it was packed from
   // (the first, the middle and the last element): an optimiser step or a new checkpoint changes them, so a
   // stale copy is caught at the price of three loads.
-  bool matches(const Tensor<float, 2>& b) const {
-    if (empty() || b.shape()[0] != rows_ || b.shape()[1] != cols_) return false;
-    for (int s = 0; s < 3; ++s) {
-      const float now = b(sample_row(s), sample_col(s));
-      if (std::memcmp(&now, &samples_[s], sizeof(float)) != 0) return false;
-    }
+  bool matches(const Tensor<float, 2>& b) const { return parts_.size() == 1 && part_matches(parts_[0], b); }
+  // The same for a side_by_side packing: each part against its matrix, in order.
+  bool matches(const std::vector<Tensor<float, 2>>& parts) const {
+    if (empty() || parts.size() != parts_.size()) return false;
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      if (parts[i].shape()[0] != rows_ || !part_matches(parts_[i], parts[i])) return false;
     return true;
   }
 
  private:
-  index_t sample_row(int s) const { return s == 0 ? 0 : s == 1 ? rows_ / 2 : rows_ - 1; }
-  index_t sample_col(int s) const { return s == 0 ? 0 : s == 1 ? cols_ / 2 : cols_ - 1; }
+  // What matches() compares: a part's column count and three of its values.
+  struct PartSample {
+    index_t cols = 0;
+    float values[3] = {};
+  };
+  static index_t sample_row(index_t rows, int s) { return s == 0 ? 0 : s == 1 ? rows / 2 : rows - 1; }
+  static index_t sample_col(index_t cols, int s) { return s == 0 ? 0 : s == 1 ? cols / 2 : cols - 1; }
+  static PartSample sample(const Tensor<float, 2>& b) {
+    PartSample p{b.shape()[1], {}};
+    for (int s = 0; s < 3; ++s) p.values[s] = b(sample_row(b.shape()[0], s), sample_col(p.cols, s));
+    return p;
+  }
+  bool part_matches(const PartSample& p, const Tensor<float, 2>& b) const {
+    if (empty() || b.shape()[0] != rows_ || b.shape()[1] != p.cols) return false;
+    for (int s = 0; s < 3; ++s) {
+      const float now = b(sample_row(rows_, s), sample_col(p.cols, s));
+      if (std::memcmp(&now, &p.values[s], sizeof(float)) != 0) return false;
+    }
+    return true;
+  }
 
   std::shared_ptr<float[]> data_;
   index_t rows_ = 0, cols_ = 0, padded_cols_ = 0;
-  float samples_[3] = {};
+  std::vector<PartSample> parts_;
 };
 
 namespace backend {
@@ -155,6 +193,23 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
   });
 }
 
+// The product with b read from `packed` alone; the caller has checked the shapes and that the packed kernel
+// takes it.
+inline void gemm_reading_packed(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c, float alpha,
+                                float beta, const Epilogue<float>& epilogue, Tiling tiling) {
+  if constexpr (packed_weights_supported) {
+    const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
+    Tensor<float, 2> a_copy;
+    const auto ao = matrix_operand(a, a_copy);
+    const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
+    const float* bias = epilogue.bias ? bias_values.data() : nullptr;
+    const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
+    const bool on_pool = tiling == Tiling::pool && plan_gemm<float>(m, n, k).tiles() > 1;
+    gemm_packed_blocks(m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed.data(), packed.padded_cols(),
+                       c.data(), c.strides()[0], alpha, beta, bias, epilogue.activation, on_pool);
+  }
+}
+
 }  // namespace detail
 
 // c = act(alpha a b + beta c + bias) as gemm, reading b from `packed` (PackedMatrix(b)) when the packed
@@ -175,17 +230,32 @@ inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Pac
   if (!packed->matches(b))
     throw std::logic_error("gemm: the weight " + shape_string(b.shape()) +
                            " has changed since it was packed; call pack_weights() again after changing weights");
-  if constexpr (detail::packed_weights_supported) {
-    Tensor<float, 2> a_copy;
-    const auto ao = detail::matrix_operand(a, a_copy);
-    const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
-    const float* bias = epilogue.bias ? bias_values.data() : nullptr;
-    const index_t ldc = c.strides()[0];
-    const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
-    const bool on_pool = tiling == Tiling::pool && detail::plan_gemm<float>(m, n, k).tiles() > 1;
-    detail::gemm_packed_blocks(m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed->data(),
-                               packed->padded_cols(), c.data(), ldc, alpha, beta, bias, epilogue.activation, on_pool);
-  }
+  detail::gemm_reading_packed(a, *packed, c, alpha, beta, epilogue, tiling);
+}
+
+// Whether a float product of this many rows reads a packed weight (the packed kernel is built in and takes
+// it); products of fewer rows stream the float weight (gemv.hpp).
+inline bool reads_packed_weight(index_t rows) {
+  return detail::packed_weights_supported && detail::uses_sgemm_kernel<float>(rows);
+}
+
+// c = act(a b + bias) for a weight b that exists only packed, such as several weights packed side by side
+// (PackedMatrix::side_by_side); a (M, K) with reads_packed_weight(M). Throws shape_error when the shapes
+// disagree and std::invalid_argument when the packed kernel would not take the product (or packed is empty).
+inline void gemm(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c,
+                 const Epilogue<float>& epilogue = {}) {
+  const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
+  if (k != packed.rows() || c.shape()[0] != m || c.shape()[1] != n || (epilogue.bias && epilogue.bias->numel() != n) ||
+      (n > 1 && c.strides()[1] != 1))
+    throw shape_error("gemm: input " + shape_string(a.shape()) + " x packed weight " + packed.shape_string() +
+                      " into output " + shape_string(c.shape()) +
+                      (epilogue.bias ? " with bias " + shape_string(epilogue.bias->shape()) : std::string()) +
+                      ": expected a (M, K) x (K, N) -> (M, N) with row-contiguous output and a bias of N");
+  if (packed.empty() || k == 0 || !reads_packed_weight(m))
+    throw std::invalid_argument("gemm: a product of " + std::to_string(m) + " rows with a packed weight " +
+                                packed.shape_string() + " that exists only packed, which this build's kernels "
+                                "do not read (check backend::reads_packed_weight first)");
+  detail::gemm_reading_packed(a, packed, c, 1.0f, 0.0f, epilogue, Tiling::pool);
 }
 
 // A fresh (M, N) result.
