@@ -288,50 +288,58 @@ TEST_CASE("a packed weight: few-row products read the float weight, and a stale 
 }
 
 TEST_CASE("weights packed side by side: one product has the bits of one product per weight, and a stale part is refused") {
-  // BERT's query, key and value weights: parts of 40 and 70 columns (not whole register panels, so a panel
-  // straddles two parts) and Linear's transposed layout; a with a ragged row count; 1-3 threads.
+  // BERT's query, key and value weights, in Linear's transposed layout and row-major: parts of 40, 70 and 33
+  // columns (a register panel straddles two parts, so their concatenation is packed) and of 64, 32 and 45
+  // (whole panels, each part packed in place); a with a ragged row count; 1-3 threads.
   std::mt19937 gen(23);
-  std::vector<ef::Tensor<float, 2>> parts{uniform_matrix(40, 24, gen).t(), uniform_matrix(24, 70, gen),
-                                          uniform_matrix(33, 24, gen).t()};
-  const auto packed = ef::PackedMatrix::side_by_side(parts);
-  REQUIRE(packed.rows() == 24);
-  REQUIRE(packed.cols() == 143);
-  const auto bias = uniform_matrix(1, 143, gen).reshape(ef::Shape<1>{143});
   const int saved = ef::get_num_threads();
   std::size_t ran = 0;
-  for (const ef::index_t m : {5, 8, 29, 300}) {  // 5: too few rows for the packed kernel
-    const auto a = uniform_matrix(m, 24, gen);
-    auto expected = ef::Tensor<float, 2>::empty({m, 143});
-    for (ef::index_t i = 0, c0 = 0; i < 3; c0 += parts[i].shape()[1], ++i) {
-      auto out = expected.narrow(1, c0, parts[i].shape()[1]);
-      const auto part_bias = bias.narrow(0, c0, parts[i].shape()[1]);
-      ef::backend::gemm(a, parts[i], out, 1.0f, 0.0f, {&part_bias, ef::backend::Activation::gelu_erf});
-    }
-    for (const int threads : {1, 2, 3}) {
-      ef::set_num_threads(threads);
-      auto got = ef::Tensor<float, 2>::empty({m, 143});
-      if (!ef::backend::reads_packed_weight(m)) {
-        CHECK_THROWS_AS(ef::backend::gemm(a, packed, got, {&bias, ef::backend::Activation::gelu_erf}), std::invalid_argument);
-        continue;
+  for (const auto& widths : {std::vector<ef::index_t>{40, 70, 33}, std::vector<ef::index_t>{64, 32, 45}}) {
+    CAPTURE(widths[0]);
+    std::vector<ef::Tensor<float, 2>> parts{uniform_matrix(widths[0], 24, gen).t(), uniform_matrix(24, widths[1], gen),
+                                            uniform_matrix(widths[2], 24, gen).t()};
+    const ef::index_t n = widths[0] + widths[1] + widths[2];
+    const auto packed = ef::PackedMatrix::side_by_side(parts);
+    const auto bias = uniform_matrix(1, n, gen).reshape(ef::Shape<1>{n});
+    for (const ef::index_t m : {5, 8, 29, 300}) {  // 5: too few rows for the packed kernel
+      const auto a = uniform_matrix(m, 24, gen);
+      auto expected = ef::Tensor<float, 2>::empty({m, n});
+      for (ef::index_t i = 0, c0 = 0; i < 3; c0 += parts[i].shape()[1], ++i) {
+        auto out = expected.narrow(1, c0, parts[i].shape()[1]);
+        const auto part_bias = bias.narrow(0, c0, parts[i].shape()[1]);
+        ef::backend::gemm(a, parts[i], out, 1.0f, 0.0f, {&part_bias, ef::backend::Activation::gelu_erf});
       }
-      ef::backend::gemm(a, packed, got, {&bias, ef::backend::Activation::gelu_erf});
-      REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * got.numel()) == 0,
-                      m << " rows, " << threads << " threads");
-      ++ran;
+      for (const int threads : {1, 2, 3}) {
+        ef::set_num_threads(threads);
+        auto got = ef::Tensor<float, 2>::empty({m, n});
+        if (!ef::backend::reads_packed_weight(m)) {
+          CHECK_THROWS_AS(ef::backend::gemm(a, packed, got, {&bias, ef::backend::Activation::gelu_erf}),
+                          std::invalid_argument);
+          continue;
+        }
+        ef::backend::gemm(a, packed, got, {&bias, ef::backend::Activation::gelu_erf});
+        REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * got.numel()) == 0,
+                        m << " rows, " << threads << " threads");
+        ++ran;
+      }
     }
+    ef::set_num_threads(saved);
+    if (packed.empty()) continue;  // a build without the packed kernel packs nothing
+    REQUIRE(packed.rows() == 24);
+    REQUIRE(packed.cols() == n);
+    CHECK(packed.matches(parts));
+    CHECK_FALSE(packed.matches(parts[0]));  // one matrix is not the three side by side
+    auto a = uniform_matrix(16, 24, gen);
+    auto c = ef::Tensor<float, 2>::empty({16, n - 1});
+    const std::string wrong_output = "output [16, " + std::to_string(n - 1) + "]";
+    CHECK_THROWS_WITH_AS(ef::backend::gemm(a, packed, c), doctest::Contains(wrong_output.c_str()), ef::shape_error);
+    parts[1](23, widths[1] - 1) += 1.0f;  // the last element of the middle part
+    CHECK_FALSE(packed.matches(parts));
   }
   ef::set_num_threads(saved);
-  if (ef::backend::detail::packed_weights_supported) eftest::check_ran(ran, 9, "side-by-side products");
-  if (packed.empty()) return;  // a build without the packed kernel packs nothing
-  CHECK(packed.matches(parts));
-  CHECK_FALSE(packed.matches(parts[0]));  // one matrix is not the three side by side
-  auto a = uniform_matrix(16, 24, gen);
-  auto c = ef::Tensor<float, 2>::empty({16, 142});
-  CHECK_THROWS_WITH_AS(ef::backend::gemm(a, packed, c), doctest::Contains("output [16, 142]"), ef::shape_error);
+  if (ef::backend::detail::packed_weights_supported) eftest::check_ran(ran, 2 * 9, "side-by-side products");
   CHECK_THROWS_AS(ef::PackedMatrix::side_by_side({uniform_matrix(24, 5, gen), uniform_matrix(23, 5, gen)}),
                   ef::shape_error);
-  parts[1](23, 69) += 1.0f;  // the last element of the middle part
-  CHECK_FALSE(packed.matches(parts));
 }
 
 TEST_CASE("a product with a packed weight reads the packed copy, not the float weight") {

@@ -5,15 +5,20 @@
 // tied output layers.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "eigenformer/nn/conv1d.hpp"
 #include "eigenformer/nn/linear.hpp"
 #include "eigenformer/nn/module.hpp"
 
 namespace eigenformer::nn {
 
-// Every nn::Linear and nn::Conv1D in the module tree under `root`, root included.
-inline void pack_weights(Module<float>& root) {
-  root.apply([](Module<float>& m) {
+// Every nn::Linear and nn::Conv1D in the module tree under `root`, root included, except those `skip`
+// names (layers whose weights a parent packs together, such as BERT's query, key and value).
+inline void pack_weights(Module<float>& root, const std::vector<const Module<float>*>& skip = {}) {
+  root.apply([&skip](Module<float>& m) {
+    if (std::find(skip.begin(), skip.end(), &m) != skip.end()) return;
     if (auto* linear = dynamic_cast<Linear<float>*>(&m)) linear->pack_weights();
     else if (auto* conv = dynamic_cast<Conv1D<float>*>(&m)) conv->pack_weights();
   });

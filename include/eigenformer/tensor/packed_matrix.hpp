@@ -41,26 +41,9 @@ class PackedMatrix {
   // b in any layout (nn.Linear's weight.t() is a column-major view). Empty in a build without the packed kernel.
   explicit PackedMatrix(const Tensor<float, 2>& b) {
     if constexpr (backend::detail::packed_weights_supported) {
-      using namespace backend::detail;
-      const index_t k = b.shape()[0], n = b.shape()[1];
-      if (k == 0 || n == 0) return;
-      Tensor<float, 2> copy;  // a contiguous copy, when b is strided both ways
-      const auto operand = matrix_operand(b, copy);
-      const bool col_major = operand.info.layout == eigenformer::detail::matrix_layout::col_major;
-      rows_ = k, cols_ = n;
-      padded_cols_ = (n + sgemm_nr - 1) / sgemm_nr * sgemm_nr;
-      data_ = eigenformer::detail::allocate<float>(k * padded_cols_);
-      const float* src = operand.data;
-      const index_t ld = operand.info.outer_stride, panels = padded_cols_ / sgemm_nr;
-      float* out = data_.get();
-      backend::parallel_for(panels, 8, [&](index_t s0, index_t s1) {
-        const index_t j0 = s0 * sgemm_nr, j1 = std::min(n, s1 * sgemm_nr);
-        for (index_t pc = 0; pc < k; pc += sgemm_kc) {
-          const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
-          const float* from = col_major ? src + pc + j0 * ld : src + pc * ld + j0;
-          sgemm_pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + j0 * kc);
-        }
-      });
+      if (b.shape()[0] == 0 || b.shape()[1] == 0) return;
+      allocate(b.shape()[0], b.shape()[1]);
+      pack_columns(b, 0);
       parts_ = {sample(b)};
     }
   }
@@ -71,14 +54,31 @@ class PackedMatrix {
   // build without the packed kernel. Throws shape_error when the parts' row counts differ.
   static PackedMatrix side_by_side(const std::vector<Tensor<float, 2>>& parts) {
     if (parts.empty()) throw std::invalid_argument("PackedMatrix::side_by_side: expected at least one matrix");
-    for (const auto& part : parts)
-      if (part.shape()[0] != parts.front().shape()[0])
+    index_t cols = 0;
+    bool whole_panels = true;  // every part but the last a whole number of panels: each packs in place
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].shape()[0] != parts.front().shape()[0])
         throw shape_error("PackedMatrix::side_by_side: the matrices " + eigenformer::shape_string(parts.front().shape()) +
-                          " and " + eigenformer::shape_string(part.shape()) + " have different row counts");
-    PackedMatrix packed(cat(parts, 1));
-    if (!packed.empty()) {
+                          " and " + eigenformer::shape_string(parts[i].shape()) + " have different row counts");
+      cols += parts[i].shape()[1];
+      if (i + 1 < parts.size() && parts[i].shape()[1] % backend::detail::sgemm_nr != 0) whole_panels = false;
+    }
+    PackedMatrix packed;
+    if constexpr (backend::detail::packed_weights_supported) {
+      const index_t rows = parts.front().shape()[0];
+      if (rows == 0 || cols == 0) return packed;
+      if (whole_panels) {
+        packed.allocate(rows, cols);
+        index_t col0 = 0;
+        for (const auto& part : parts) {
+          if (part.shape()[1] > 0) packed.pack_columns(part, col0);
+          col0 += part.shape()[1];
+        }
+      } else {
+        packed = PackedMatrix(cat(parts, 1));  // a panel straddles two parts: pack their concatenation
+      }
       packed.parts_.clear();
-      for (const auto& part : parts) packed.parts_.push_back(packed.sample(part));
+      for (const auto& part : parts) packed.parts_.push_back(sample(part));
     }
     return packed;
   }
@@ -105,6 +105,32 @@ class PackedMatrix {
   }
 
  private:
+  void allocate(index_t k, index_t n) {
+    rows_ = k, cols_ = n;
+    padded_cols_ = (n + backend::detail::sgemm_nr - 1) / backend::detail::sgemm_nr * backend::detail::sgemm_nr;
+    data_ = eigenformer::detail::allocate<float>(k * padded_cols_);
+  }
+  // b (rows_ x its own columns) into columns [col0, col0 + b's columns), col0 a whole number of panels; its
+  // last panel padded with zeros.
+  void pack_columns(const Tensor<float, 2>& b, index_t col0) {
+    using namespace backend::detail;
+    const index_t k = rows_, n = b.shape()[1];
+    Tensor<float, 2> copy;  // a contiguous copy, when b is strided both ways
+    const auto operand = matrix_operand(b, copy);
+    const bool col_major = operand.info.layout == eigenformer::detail::matrix_layout::col_major;
+    const float* src = operand.data;
+    const index_t ld = operand.info.outer_stride, panels = (n + sgemm_nr - 1) / sgemm_nr;
+    float* out = data_.get();
+    backend::parallel_for(panels, 8, [&](index_t s0, index_t s1) {
+      const index_t j0 = s0 * sgemm_nr, j1 = std::min(n, s1 * sgemm_nr);
+      for (index_t pc = 0; pc < k; pc += sgemm_kc) {
+        const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
+        const float* from = col_major ? src + pc + j0 * ld : src + pc * ld + j0;
+        sgemm_pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + (col0 + j0) * kc);
+      }
+    });
+  }
+
   // What matches() compares: a part's column count and three of its values.
   struct PartSample {
     index_t cols = 0;
