@@ -317,7 +317,9 @@ class BertSelfAttention : public nn::Module<T> {
 
  private:
   // (C, 3C): the weights as the product reads them, side by side.
-  std::vector<Tensor<T, 2>> qkv_weights() const { return {query.weight.data.t(), key.weight.data.t(), value.weight.data.t()}; }
+  std::vector<Tensor<T, 2>> qkv_weights() const {
+    return {query.weight.data.t(), key.weight.data.t(), value.weight.data.t()};
+  }
 
   // qkv = x2 [Wq^T | Wk^T | Wv^T] + [bq | bk | bv] as one product from the side-by-side packed copy, when there
   // is one and this forward may read it (inference, enough rows); false otherwise.
@@ -328,7 +330,8 @@ class BertSelfAttention : public nn::Module<T> {
       if (!qkv_packed_.matches(qkv_weights()))
         throw std::logic_error("BertSelfAttention.forward: the query, key or value weight has changed since it was "
                                "packed; call pack_weights() again after changing weights");
-      const auto bias = query.bias ? cat<T, 1>({query.bias->data, key.bias->data, value.bias->data}, 0) : Tensor<T, 1>();
+      const auto bias =
+          query.bias ? cat<T, 1>({query.bias->data, key.bias->data, value.bias->data}, 0) : Tensor<T, 1>();
       backend::gemm(x2, qkv_packed_, qkv, {query.bias ? &bias : nullptr, backend::Activation::none});
       return true;
     } else {
@@ -344,10 +347,6 @@ class BertSelfAttention : public nn::Module<T> {
   PackedMatrix qkv_packed_;
 };
 
-// A sublayer's output: dense, dropout, the residual and the LayerNorm (Hugging Face's BertSelfOutput and
-// BertOutput, which differ only in their name and input width).
-//   post-LN: y = LayerNorm(dropout(dense(h)) + input)
-//   pre-LN:  y = input + dropout(dense(h)), LayerNorm having been applied before the sublayer by its caller
 namespace detail::bert {
 // What the models' pack_weights() do: each self-attention's query, key and value side by side, then every
 // other Linear's weight on its own (nn::pack_weights). Never both for one weight: freed copies stay in the
@@ -365,6 +364,10 @@ inline void pack_weights(nn::Module<float>& root) {
 }
 }  // namespace detail::bert
 
+// A sublayer's output: dense, dropout, the residual and the LayerNorm (Hugging Face's BertSelfOutput and
+// BertOutput, which differ only in their name and input width).
+//   post-LN: y = LayerNorm(dropout(dense(h)) + input)
+//   pre-LN:  y = input + dropout(dense(h)), LayerNorm having been applied before the sublayer by its caller
 template <floating_element T>
 class BertResidualOutput : public nn::Module<T> {
  public:
@@ -587,8 +590,8 @@ class BertModel : public nn::Module<T> {
 
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
-  // repacking per forward, about the weights' memory again. A
-  // snapshot: after changing the weights (training, loading), call it again.
+  // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
+  // (training, loading), call it again.
   void pack_weights()
     requires std::is_same_v<T, float>
   {
@@ -787,8 +790,8 @@ class BertForMaskedLM : public nn::Module<T> {
 
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
-  // repacking per forward, about the weights' memory again. A
-  // snapshot: after changing the weights (training, loading), call it again.
+  // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
+  // (training, loading), call it again.
   void pack_weights()
     requires std::is_same_v<T, float>
   {
@@ -840,8 +843,8 @@ class BertForSequenceClassification : public nn::Module<T> {
 
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
-  // repacking per forward, about the weights' memory again. A
-  // snapshot: after changing the weights (training, loading), call it again.
+  // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
+  // (training, loading), call it again.
   void pack_weights()
     requires std::is_same_v<T, float>
   {
