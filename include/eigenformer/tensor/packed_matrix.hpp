@@ -100,7 +100,7 @@ class PackedMatrix {
   bool matches(const std::vector<Tensor<float, 2>>& parts) const {
     if (empty() || parts.size() != parts_.size()) return false;
     for (std::size_t i = 0; i < parts.size(); ++i)
-      if (parts[i].shape()[0] != rows_ || !part_matches(parts_[i], parts[i])) return false;
+      if (!part_matches(parts_[i], parts[i])) return false;
     return true;
   }
 
@@ -219,6 +219,14 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
   });
 }
 
+// Whether a (M, K) times a (b_rows, N) weight into c, with the epilogue's bias, is a product the packed path
+// can compute: b_rows == K, c (M, N) with contiguous rows, a bias of N.
+inline bool packed_product_shapes_agree(const Tensor<float, 2>& a, index_t b_rows, index_t n, const Tensor<float, 2>& c,
+                                        const Epilogue<float>& epilogue) {
+  return b_rows == a.shape()[1] && c.shape()[0] == a.shape()[0] && c.shape()[1] == n &&
+         (!epilogue.bias || epilogue.bias->numel() == n) && (n <= 1 || c.strides()[1] == 1);
+}
+
 // The product with b read from `packed` alone; the caller has checked the shapes and that the packed kernel
 // takes it.
 inline void gemm_reading_packed(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c, float alpha,
@@ -246,8 +254,7 @@ inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Pac
                  Tensor<float, 2>& c, float alpha = 1.0f, float beta = 0.0f, const Epilogue<float>& epilogue = {},
                  Tiling tiling = Tiling::pool) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  const bool shapes_agree = b.shape()[0] == k && c.shape()[0] == m && c.shape()[1] == n &&
-                            (!epilogue.bias || epilogue.bias->numel() == n) && (n <= 1 || c.strides()[1] == 1);
+  const bool shapes_agree = detail::packed_product_shapes_agree(a, b.shape()[0], n, c, epilogue);
   if (packed == nullptr || packed->empty() || !shapes_agree || k == 0 || !detail::uses_sgemm_kernel<float>(m))
     return gemm(a, b, c, alpha, beta, epilogue, tiling);  // the float product, or its error message
   if (packed->rows() != k || packed->cols() != n)
@@ -271,8 +278,7 @@ inline bool reads_packed_weight(index_t rows) {
 inline void gemm(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c,
                  const Epilogue<float>& epilogue = {}) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
-  if (k != packed.rows() || c.shape()[0] != m || c.shape()[1] != n || (epilogue.bias && epilogue.bias->numel() != n) ||
-      (n > 1 && c.strides()[1] != 1))
+  if (!detail::packed_product_shapes_agree(a, packed.rows(), n, c, epilogue))
     throw shape_error("gemm: input " + shape_string(a.shape()) + " x packed weight " + packed.shape_string() +
                       " into output " + shape_string(c.shape()) +
                       (epilogue.bias ? " with bias " + shape_string(epilogue.bias->shape()) : std::string()) +

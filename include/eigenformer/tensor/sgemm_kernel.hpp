@@ -189,6 +189,7 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
   }
   // prefetch_lines cache lines from prefetch_b, one every `every` steps of k: spread out, they never fill
   // the core's miss buffers at once (a burst of 30-50 before the loop stalled on the prefetches themselves).
+  // At most one a step: with more lines than steps (a block of one row panel) the rest are left to the caches.
   const index_t every = prefetch_lines > 0 ? std::max<index_t>(1, kc / prefetch_lines) : kc + 1;
   index_t until_prefetch = every;
   for (index_t p = 0; p < kc; ++p, a += sgemm_mr, b += sgemm_nr) {
