@@ -68,15 +68,22 @@ double worst_error(const ef::Tensor<float, 2>& a, B b_at, const ef::Tensor<float
 }
 
 // backend::gemm of 1-4 rows against float weights in both layouts and bfloat16 weights in both layouts:
-// within the bound above, and the same bits on 1, 2 and 3 threads. Shapes cross the vector width, the
+// within the bound above, and the same bits on 1, 2, 3 and 5 threads. Shapes cross the vector width, the
 // four-row k step, the four-column groups and the 1024-column block, and are large enough to be split into
-// several chunks on 2 and 3 threads.
+// several chunks on 2 and 3 threads; the last one is summed in parts of k (gemv_k_parts), which 5 threads
+// also split by columns, and it runs once more with a bias and GELU in the epilogue.
 inline void check_products() {
   const int saved = ef::get_num_threads();
   struct Size {
     index_t k, n;
   };
-  const std::array<Size, 5> sizes{Size{1, 1}, Size{7, 33}, Size{19, 5}, Size{67, 1100}, Size{300, 263}};
+  const std::array<Size, 6> sizes{Size{1, 1},       Size{7, 33},    Size{19, 5},
+                                  Size{67, 1100}, Size{300, 263}, Size{301, 1000}};
+  // The last size must be cut along k (into parts that are not all the same length), the others not: a
+  // change to the rule would otherwise leave the parts unchecked.
+  REQUIRE(ef::backend::detail::gemv_k_parts(301, 1000) == 4);
+  REQUIRE(301 % ef::backend::detail::gemv_k_part_rows(301, 1000) != 0);
+  REQUIRE(ef::backend::detail::gemv_k_parts(300, 263) == 1);
   std::size_t ran = 0;
   for (index_t m = 1; m <= ef::backend::detail::gemv_max_rows; ++m)
     for (const Size size : sizes)
@@ -101,7 +108,9 @@ inline void check_products() {
         const auto b_at = [&](index_t p, index_t j) { return bf16 ? b16.at(p, j) : b(p, j); };
         const auto c0 = values(m, n, 30 * m + 3);
         std::vector<unsigned char> first;
-        for (int threads : {1, 2, 3}) {
+        const bool parts = ef::backend::detail::gemv_k_parts(k, n) > 1;
+        for (int threads : {1, 2, 3, 5}) {
+          if (threads == 5 && !parts) continue;
           CAPTURE(threads);
           ef::set_num_threads(threads);
           if (bf16) {
@@ -122,11 +131,24 @@ inline void check_products() {
             if (threads == 1) first = bytes_of(c);
             else CHECK(bytes_of(c) == first);
           }
+          if (parts) {
+            // The epilogue after the parts are added: the same bits as the bias and GELU applied afterwards.
+            const auto bias = values(1, n, 40 * m + 4).reshape(ef::Shape<1>{n});
+            const auto fused = bf16 ? ef::backend::gemm(a, b, b16, {&bias, ef::backend::Activation::gelu_erf})
+                                    : ef::backend::gemm(a, b, {&bias, ef::backend::Activation::gelu_erf});
+            auto after = bf16 ? ef::backend::gemm(a, b, b16) : ef::backend::gemm(a, b);
+            for (index_t i = 0; i < m; ++i) {
+              float* row = after.data() + i * n;
+              for (index_t j = 0; j < n; ++j) row[j] += bias(j);
+              ef::backend::activate(row, row, n, ef::backend::Activation::gelu_erf);
+            }
+            CHECK(bytes_of(fused) == bytes_of(after));
+          }
         }
         ++ran;
       }
   ef::set_num_threads(saved);
-  check_ran(ran, 4 * 5 * 4, "gemv products");
+  check_ran(ran, 4 * 6 * 4, "gemv products");
 }
 
 }  // namespace eftest::gemv_check

@@ -627,15 +627,60 @@ void apply_epilogue(T* c, index_t ldc, index_t rows, index_t cols, const T* bias
   }
 }
 
+// Where the partial sums of a gemv cut along k go (gemv_k_parts x m x n floats): one buffer a calling thread,
+// grown when a larger product needs it and kept, so that decoding allocates nothing per step.
+inline float* gemv_part_sums(index_t floats) {
+  thread_local std::vector<float> sums;
+  if (static_cast<index_t>(sums.size()) < floats) {
+    sums.clear();
+    sums.shrink_to_fit();
+    sums.resize(static_cast<std::size_t>(floats));
+  }
+  return sums.data();
+}
+
 // c (m <= gemv_max_rows rows, row stride ldc) = act(alpha a b + beta c + bias) by the kernels of gemv.hpp, a
-// row-major (row stride lda), the columns split over the pool; the bits do not depend on the thread count.
+// row-major (row stride lda); the bits do not depend on the thread count. A small or column-major b: the
+// columns split over the pool. A large row-major or paneled b: its parts of k (gemv_k_parts) and, with more
+// threads than parts, its columns too, each part's sums into its own buffer, then the parts added in order.
 template <class W>
 void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, const GemvWeight<W>& b, float* c,
                   index_t ldc, float alpha, float beta, const float* bias, Activation act) {
-  parallel_for(n, gemv_chunk_cols(m, n, k, get_num_threads(), b.layout == GemvLayout::col_major), [&](index_t j0, index_t j1) {
-    gemv_columns(m, k, a, lda, b, c, ldc, alpha, beta, j0, j1);
-    apply_epilogue(c + j0, ldc, m, j1 - j0, bias ? bias + j0 : nullptr, act);
+  const int threads = get_num_threads();
+  const index_t part_rows = b.layout == GemvLayout::col_major ? k : gemv_k_part_rows(k, n);
+  if (part_rows >= k) {
+    parallel_for(n, gemv_chunk_cols(m, n, k, threads, b.layout == GemvLayout::col_major), [&](index_t j0, index_t j1) {
+      gemv_columns(m, k, a, lda, b, c, ldc, alpha, beta, j0, j1);
+      apply_epilogue(c + j0, ldc, m, j1 - j0, bias ? bias + j0 : nullptr, act);
+    });
+    return;
+  }
+  const index_t parts = (k + part_rows - 1) / part_rows;
+  // Columns a chunk: all of them unless the threads outnumber the parts (whole panels of 64 columns).
+  const index_t column_chunks = std::min<index_t>((threads + parts - 1) / parts, (n + 63) / 64);
+  const index_t chunk_cols = column_chunks <= 1 ? n : ((n + column_chunks - 1) / column_chunks + 63) / 64 * 64;
+  const index_t chunks_per_part = (n + chunk_cols - 1) / chunk_cols;
+  float* sums = gemv_part_sums(parts * m * n);  // part q, row i: sums + (q * m + i) * n
+  parallel_for(parts * chunks_per_part, 1, [&](index_t begin, index_t end) {
+    for (index_t t = begin; t < end; ++t) {
+      const index_t q = t / chunks_per_part, j0 = (t % chunks_per_part) * chunk_cols;
+      const index_t k0 = q * part_rows, rows = std::min(part_rows, k - k0);
+      const index_t panel_cols = (n + gemv_panel_cols - 1) / gemv_panel_cols * gemv_panel_cols;
+      const GemvWeight<W> part{b.data + k0 * (b.layout == GemvLayout::paneled ? panel_cols : b.ld), b.ld, b.layout};
+      gemv_columns(m, rows, a + k0, lda, part, sums + q * m * n, n, 1.0f, 0.0f, j0, std::min(n, j0 + chunk_cols));
+    }
   });
+  // The parts added in order, into part 0's sums: a few microseconds for the calling thread.
+  for (index_t i = 0; i < m; ++i) {
+    float* total = sums + i * n;
+    for (index_t q = 1; q < parts; ++q) {
+      const float* part = sums + (q * m + i) * n;
+      for (index_t j = 0; j < n; ++j) total[j] += part[j];
+    }
+    float* out = c + i * ldc;
+    for (index_t j = 0; j < n; ++j) out[j] = gemv_finish(total[j], alpha, beta, out[j]);
+  }
+  apply_epilogue(c, ldc, m, n, bias, act);
 }
 
 // c tile `tile` of plan: c = act(alpha * a b + beta * c + bias) on rows [r0, r1) x cols [c0, c1), while

@@ -13,6 +13,7 @@
 // changed afterwards (training, load_state_dict) needs to_bf16_weights() again.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,9 +37,10 @@ Tensor<float, R>& round_to_bf16_(Tensor<float, R>& t) {
 
 // A 2-D float matrix rounded to bfloat16 (bf16_bits_from_float), laid out for the products that read it:
 // a transposed view such as Linear's weight.t() column-major, each column contiguous as in the float
-// original; any other matrix in the paneled layout of backend::detail::GemvWeight (panels of 64 columns,
-// each stored whole, the last padded with zeros), so that a thread's share of the columns is one
-// contiguous stretch. Shares its storage when copied.
+// original; any other matrix in the paneled layout of backend::detail::GemvWeight (the parts of k its
+// products sum separately, one after another, each in panels of 64 columns stored whole, the last padded
+// with zeros), so that a thread's share of a product is one contiguous stretch. Shares its storage when
+// copied.
 class Bf16Matrix {
  public:
   Bf16Matrix() = default;
@@ -73,9 +75,13 @@ class Bf16Matrix {
     constexpr index_t P = backend::detail::gemv_panel_cols;
     return (cols_ + P - 1) / P * P;
   }
+  // Paneled: part of k first (backend::detail::gemv_k_part_rows), then panel, row within the part, column.
   index_t offset(index_t i, index_t j) const noexcept {
     constexpr index_t P = backend::detail::gemv_panel_cols;
-    return col_major_ ? i + j * rows_ : (j / P) * P * rows_ + i * P + j % P;
+    if (col_major_) return i + j * rows_;
+    const index_t part_rows = std::max<index_t>(backend::detail::gemv_k_part_rows(rows_, cols_), 1);
+    const index_t k0 = i / part_rows * part_rows, rows = std::min(part_rows, rows_ - k0);
+    return k0 * padded_cols() + (j / P) * P * rows + (i - k0) * P + j % P;
   }
 
   std::shared_ptr<std::uint16_t[]> data_;

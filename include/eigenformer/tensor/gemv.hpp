@@ -12,6 +12,8 @@
 // does not depend on which other columns share its call, block or thread: backend.hpp splits the columns
 // over the thread pool and the results are bit-identical for every thread count.
 //   row-major b:    acc = fma(a(i,k), b(k,j), acc) from acc = 0, k ascending (a paneled bfloat16 b too).
+//                   A large b (gemv_k_parts) is cut along k into parts fixed by its shape alone, each summed
+//                   so from 0, and the parts' sums then added in order: (part 0 + part 1) + part 2 ...
 //   column-major b: lane l of a vector of W lanes accumulates the k = l (mod W) terms by fma, k ascending;
 //                   the lanes are then summed in a fixed tree (W = 16 with AVX-512, 8 with AVX2, 8 in the
 //                   portable fallback), a partial last vector being padded with zeros. A bfloat16 b in the
@@ -65,12 +67,15 @@ inline constexpr index_t gemv_max_rows = 4;
 inline constexpr index_t gemv_panel_cols = 64;
 
 // The right operand b (K, N): element (k, j) at data[k * ld + j] (row-major) or data[k + j * ld]. W is
-// float or std::uint16_t (bfloat16 bits). Paneled (Bf16Matrix's layout of a row-major weight): the columns
-// cut into panels of gemv_panel_cols, the last one padded with zeros, each panel stored whole, row after
-// row: element (k, j) at data[(j / P) * P * K + k * P + j % P] with P = gemv_panel_cols, ld unused. Why: a
-// decoding step's thread then reads its columns as one contiguous stretch of memory. Read in place from a
-// row-major matrix, a thread's share of a 768-column weight is 768 bytes of every row, runs too short for
-// the hardware prefetcher: such weights streamed at 9.6-12.3 GB/s on 2 threads where the wider ones reached
+// float or std::uint16_t (bfloat16 bits). Paneled (Bf16Matrix's layout of a row-major weight): the rows cut
+// into the parts of k that the products sum separately (gemv_k_part_rows below; one part for a small
+// matrix), the parts stored one after another; within a part of R rows, the columns cut into panels of
+// P = gemv_panel_cols, the last one padded with zeros, each panel stored whole, row after row: element
+// (k0 + r, j) of the part starting at row k0 at data[k0 * Np + (j / P) * P * R + r * P + j % P], with Np
+// the columns padded to whole panels; ld unused. Why: a decoding step's thread then reads its share (a part
+// of k, or its columns of a part) as one contiguous stretch of memory. Read in place from a row-major
+// matrix, a thread's share of a 768-column weight is 768 bytes of every row, runs too short for the
+// hardware prefetcher: such weights streamed at 9.6-12.3 GB/s on 2 threads where the wider ones reached
 // 12.9-17.8, and 11.7-15.9 all of them in panels (an AVX-512 Xeon, GPT-2 small's bfloat16 weights, six rounds).
 enum class GemvLayout { row_major, col_major, paneled };
 
@@ -173,17 +178,40 @@ inline void gemv_pairs_in_order(const float* pairs, float* out) {
 inline constexpr int gemv_lanes = 8;
 #endif
 
-// Columns per pass over k of a row-major b: the running sums (M x this many floats, 16 KB at M = 4) stay in
-// L1 while every row of b is read along this many columns, long enough runs for the hardware prefetcher.
-inline constexpr index_t gemv_block_cols = 1024;
+// Columns per pass over k of a row-major b: the running sums (M x this many floats, 16 KB) stay in L1 while
+// every row of b is read along this many columns. With one row of a a pass spans the whole row of any
+// GPT-2 weight, so a thread reads its rows of b as one contiguous stretch.
+template <int M>
+inline constexpr index_t gemv_block_cols = 4096 / M / 64 * 64;
 
-// Row-major b, columns [j0, j0 + cols), cols <= gemv_block_cols: acc[i * gemv_block_cols + j - j0] = the sum.
-// k advances four rows at a time, each running sum taking the four terms in order while it sits in a
-// register: one load and store of the sums per four rows of b instead of per row.
+// A row-major (or paneled) b of at least this many elements is summed in parts of k (gemv_k_parts).
+inline constexpr index_t gemv_split_elements = index_t(1) << 18;
+
+// The rows of each part of k that a row-major or paneled b (K, N) is summed in (k itself: one part), and
+// how many parts that makes: fixed by the shape alone, so that the bits do not depend on the thread count.
+// Why parts: split by columns, each of two threads read a 768-wide fp32 weight as 1.5 KB runs of every row
+// (one run per 3 KB of stride), and GPT-2 small's block weights streamed at 0.72-0.76 of the rate of a plain
+// read of the same bytes; split along k, a thread reads whole rows, one contiguous stretch, at the plain
+// read's rate or better, and fp32 decode steps took 0.77-0.80 of the time on 2 threads (AMD EPYC Zen 5,
+// bench/ab.py, bench/README.md "eighteenth session"). Four parts keep 1, 2 and 4 threads busy; more threads
+// than parts split the columns of each part as well. A part is a whole multiple of 4 rows (the k step).
+inline index_t gemv_k_part_rows(index_t k, index_t n) {
+  constexpr index_t parts = 4;
+  if (k < 16 * parts || double(k) * double(n) < double(gemv_split_elements)) return k;
+  return ((k + parts - 1) / parts + 3) / 4 * 4;
+}
+inline index_t gemv_k_parts(index_t k, index_t n) {
+  const index_t rows = gemv_k_part_rows(k, n);
+  return rows == 0 ? 1 : (k + rows - 1) / rows;
+}
+
+// Row-major b, columns [j0, j0 + cols), cols <= gemv_block_cols<M>: acc[i * gemv_block_cols<M> + j - j0] =
+// the sum. k advances four rows at a time, each running sum taking the four terms in order while it sits in
+// a register: one load and store of the sums per four rows of b instead of per row.
 template <int M, class W>
 void gemv_rows(index_t k, const float* a, index_t lda, const W* b, index_t ld, index_t j0, index_t cols,
                float* acc) {
-  constexpr index_t S = gemv_block_cols;
+  constexpr index_t S = gemv_block_cols<M>;
   std::fill(acc, acc + M * S, 0.0f);
   index_t p = 0;
 #if defined(EIGENFORMER_GEMV_SIMD)
@@ -440,14 +468,15 @@ void gemv_columns_m(index_t k, const float* a, index_t lda, const GemvWeight<W>&
       }
       return;
     }
-  alignas(64) float acc[M * gemv_block_cols];
-  for (index_t jb = j0; jb < j1; jb += gemv_block_cols) {
-    const index_t cols = std::min(gemv_block_cols, j1 - jb);
+  constexpr index_t S = gemv_block_cols<M>;
+  alignas(64) float acc[M * S];
+  for (index_t jb = j0; jb < j1; jb += S) {
+    const index_t cols = std::min(S, j1 - jb);
     gemv_rows<M>(k, a, lda, b.data, b.ld, jb, cols, acc);
     for (int i = 0; i < M; ++i)
       for (index_t j = 0; j < cols; ++j) {
         float& out = c[i * ldc + jb + j];
-        out = gemv_finish(acc[i * gemv_block_cols + j], alpha, beta, out);
+        out = gemv_finish(acc[i * S + j], alpha, beta, out);
       }
   }
 }
@@ -469,9 +498,10 @@ void gemv_columns(index_t m, index_t k, const float* a, index_t lda, const GemvW
 // no two threads then share), and a single chunk when the product is too small to be worth waking a thread.
 // A column-major b (the tied LM head's wte^T) is split into about four chunks a thread, so that one starting
 // late evens out: each chunk is one contiguous stretch of b whatever its width. A row-major b (a Conv1D or
-// Linear weight as GPT-2 stores it) gets one chunk a thread: a chunk of c columns reads every row of b
-// along c columns only, and with four chunks a thread those runs were 256 bytes to 1.5 KB, too short for the
-// hardware prefetcher; one chunk a thread made whole GPT-2 small decode steps 15-23% faster on 2 threads
+// Linear weight as GPT-2 stores it) too small to be summed in parts of k (gemv_k_parts; larger ones are split
+// along k instead, backend.hpp's gemv_product) gets one chunk a thread: a chunk of c columns reads every row
+// of b along c columns only, and with four chunks a thread those runs were 256 bytes to 1.5 KB, too short for
+// the hardware prefetcher; one chunk a thread made whole GPT-2 small decode steps 15-23% faster on 2 threads
 // (fp32 34.2-35.9 -> 28.6-29.1 ms, bfloat16 24.5-25.8 -> 19.8-20.5 ms, three runs of 40 consecutive steps
 // each, Intel Xeon). A paneled bfloat16 weight takes one chunk a thread too (four were no faster in a
 // throwaway driver). The bits do not depend on it.
