@@ -1,6 +1,6 @@
 // Tensor storage's allocator (include/eigenformer/tensor/allocator.hpp): large freed blocks are reused by
-// size class, smaller ones go back to the heap, the cache stays under its limit releasing the least recently
-// freed first, and reused memory carries nothing into tensors that promise values (zeros, full, copies).
+// size class, smaller ones by the thread that freed them, the cache stays under its limit releasing the
+// least recently freed first, and reused memory carries nothing into tensors that promise values (zeros, full, copies).
 // Builds with AddressSanitizer never cache; there the tests check that nothing is held instead.
 #include <doctest/doctest.h>
 
@@ -72,6 +72,29 @@ TEST_CASE("allocator: a freed large block serves the next tensor of its size cla
   const std::size_t before_small = ef::cached_memory_bytes();
   { auto small = ef::Tensor<float, 2>::empty({16, 16}); }
   CHECK(ef::cached_memory_bytes() == before_small);
+}
+
+TEST_CASE("allocator: a small block freed by a thread serves that thread's next request of its size class") {
+  const CacheLimitGuard guard;
+  ef::set_allocator_cache_limit(std::size_t{64} << 20);
+  const void* first = nullptr;
+  { first = ef::Tensor<float, 2>::empty({16, 16}).data(); }
+  const auto again = ef::Tensor<float, 2>::empty({15, 17});  // 1020 bytes: the same 1024-byte class
+  if constexpr (ef::detail::allocator_cache_available) {
+    CHECK(static_cast<const void*>(again.data()) == first);
+    // release_cached_memory empties the thread's lists, and a limit of zero holds nothing, small blocks
+    // included: the freed blocks go back to the heap.
+    ef::release_cached_memory();
+    CHECK(ef::detail::SmallBlockCache::current()->held_bytes() == 0);
+    ef::set_allocator_cache_limit(0);
+    { auto t = ef::Tensor<float, 2>::empty({8, 8}); }
+    CHECK(ef::detail::SmallBlockCache::current()->held_bytes() == 0);
+    ef::set_allocator_cache_limit(std::size_t{64} << 20);
+    { auto t = ef::Tensor<float, 2>::empty({8, 8}); }
+    CHECK(ef::detail::SmallBlockCache::current()->held_bytes() > 0);
+    ef::release_cached_memory();
+    CHECK(ef::detail::SmallBlockCache::current()->held_bytes() == 0);
+  }
 }
 
 TEST_CASE("allocator: the limit releases the least recently freed blocks first, and release empties the cache") {

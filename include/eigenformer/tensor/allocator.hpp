@@ -4,9 +4,11 @@
 // 12 MB at BERT-base b8) every layer and every call. glibc serves blocks that large with fresh mmap pages
 // or trims them back to the OS when freed, so every forward page-faults its activations in again; on the
 // 2-core VMs we measure on, the cache made a BERT-base forward 1.18-1.23x faster and a GPT-2 forward of 512
-// tokens 1.95x (bench/README.md, "With the allocator's cache"). ONNX Runtime keeps an arena for the same reason. Freed blocks of at least
-// cache_min_block_bytes go to a per-size free list and are handed to the next request of the same size
-// class; smaller ones go back to malloc, whose own free lists already serve them without faults.
+// tokens 1.95x (bench/README.md, "With the allocator's cache"). ONNX Runtime keeps an arena for the same
+// reason. Freed blocks of at least cache_min_block_bytes go to a per-size free list and are handed to the next
+// request of the same size class. Smaller ones (and every tensor's shared control block) wait in a small
+// per-thread cache (SmallBlockCache below), so that a decoding step, whose tensors are all small, makes no
+// heap allocation once warm (llama.cpp's and ONNX Runtime's decoders allocate nothing per token either).
 //
 // Memory: what the cache holds is bounded by a limit (default 512 MiB, settable with
 // set_allocator_cache_limit or the environment variable EIGENFORMER_ALLOCATOR_CACHE_BYTES, 0 turns the
@@ -19,9 +21,10 @@
 // sanitizer watches.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
-#include <list>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -76,12 +79,11 @@ class BlockCache {
       const std::lock_guard<std::mutex> lock(mutex_);
       const auto found = by_size_.find(bytes);
       if (found != by_size_.end() && !found->second.empty()) {
-        const auto block = found->second.back();
+        FreeBlock* block = found->second.back();
         found->second.pop_back();
-        void* p = block->pointer;
+        unlink(block);
         cached_bytes_ -= bytes;
-        recency_.erase(block);
-        return p;
+        return block;
       }
     }
     return ::operator new(bytes, std::align_val_t{tensor_alignment});
@@ -92,13 +94,17 @@ class BlockCache {
       const std::lock_guard<std::mutex> lock(mutex_);
       if (bytes <= limit_) {
         try {
-          recency_.push_front(Block{p, bytes});
-          by_size_[bytes].push_back(recency_.begin());
+          // Allocates only the first time a size class is cached, or when its list outgrows its capacity.
+          by_size_[bytes].push_back(static_cast<FreeBlock*>(p));
         } catch (...) {  // no memory for the bookkeeping: give the block back instead of caching it
-          if (!recency_.empty() && recency_.front().pointer == p) recency_.pop_front();
           free_block(p);
           return;
         }
+        // The bookkeeping lives in the freed block itself: caching a block allocates nothing.
+        auto* block = new (p) FreeBlock{bytes, nullptr, newest_};
+        if (newest_) newest_->newer = block;
+        newest_ = block;
+        if (!oldest_) oldest_ = block;
         cached_bytes_ += bytes;
         trim_to(limit_);
         return;
@@ -122,6 +128,7 @@ class BlockCache {
   void set_limit(std::size_t bytes) {
     const std::lock_guard<std::mutex> lock(mutex_);
     limit_ = bytes;
+    published_limit_.store(bytes, std::memory_order_relaxed);
     trim_to(limit_);
   }
 
@@ -129,14 +136,19 @@ class BlockCache {
     const std::lock_guard<std::mutex> lock(mutex_);
     return limit_;
   }
+  // The same without the lock, for the small blocks' caches, which read it on every free.
+  std::size_t limit_unlocked() const noexcept { return published_limit_.load(std::memory_order_relaxed); }
 
  private:
-  struct Block {
-    void* pointer;
+  // The header a cached block carries in its own first bytes: the list of cached blocks by recency.
+  struct FreeBlock {
     std::size_t bytes;
+    FreeBlock* newer;
+    FreeBlock* older;
   };
 
-  explicit BlockCache(std::size_t limit) : limit_(allocator_cache_available ? limit : 0) {}
+  explicit BlockCache(std::size_t limit)
+      : limit_(allocator_cache_available ? limit : 0), published_limit_(limit_) {}
 
   static std::size_t limit_from_environment() {
     const char* text = std::getenv("EIGENFORMER_ALLOCATOR_CACHE_BYTES");
@@ -149,33 +161,148 @@ class BlockCache {
 
   static void free_block(void* p) noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
 
+  void unlink(FreeBlock* block) noexcept {
+    (block->newer ? block->newer->older : newest_) = block->older;
+    (block->older ? block->older->newer : oldest_) = block->newer;
+  }
+
   // Releases the least recently cached blocks until at most `bytes` remain cached.
   void trim_to(std::size_t bytes) noexcept {
-    while (cached_bytes_ > bytes && !recency_.empty()) {
-      const Block oldest = recency_.back();
-      auto& same_size = by_size_[oldest.bytes];
+    while (cached_bytes_ > bytes && oldest_) {
+      FreeBlock* const block = oldest_;
+      const std::size_t size = block->bytes;
+      auto& same_size = by_size_[size];
       // Blocks of one size are listed oldest first, so the oldest of all is the first of its size.
       same_size.erase(same_size.begin());
-      recency_.pop_back();
-      cached_bytes_ -= oldest.bytes;
-      free_block(oldest.pointer);
+      unlink(block);
+      cached_bytes_ -= size;
+      free_block(block);
     }
   }
 
   std::mutex mutex_;
   std::size_t limit_;
+  std::atomic<std::size_t> published_limit_;
   std::size_t cached_bytes_ = 0;
-  std::list<Block> recency_;  // most recently freed first
-  std::unordered_map<std::size_t, std::vector<std::list<Block>::iterator>> by_size_;
+  FreeBlock* newest_ = nullptr;
+  FreeBlock* oldest_ = nullptr;
+  std::unordered_map<std::size_t, std::vector<FreeBlock*>> by_size_;  // oldest first
+};
+
+// Small blocks (below cache_min_block_bytes: a decoding step's activations, every tensor's shared control
+// block) freed by a thread wait in that thread's own lists, one a size class, for its next request of the
+// class: no lock, and an inference step that frees what the previous one allocated makes no heap call at
+// all. At most small_cache_bytes a thread are held (the rest go back to the heap), none when the cache's
+// limit is 0 (and never under AddressSanitizer); a thread's blocks are freed when it exits, or by
+// release_cached_memory() on that thread.
+inline constexpr std::size_t small_cache_bytes = std::size_t{4} << 20;
+
+class SmallBlockCache {
+ public:
+  // The calling thread's cache, or null once its thread is exiting (storage freed from thread-exit code
+  // then goes straight back to the heap).
+  static SmallBlockCache* current() noexcept;
+
+  void* allocate(std::size_t bytes) {
+    Link*& head = heads_[bytes / tensor_alignment];
+    if (Link* block = head) {
+      head = block->next;
+      held_ -= bytes;
+      return block;
+    }
+    return ::operator new(bytes, std::align_val_t{tensor_alignment});
+  }
+
+  void deallocate(void* p, std::size_t bytes) noexcept {
+    if (held_ + bytes > std::min(small_cache_bytes, BlockCache::instance().limit_unlocked())) {
+      ::operator delete(p, std::align_val_t{tensor_alignment});
+      return;
+    }
+    heads_[bytes / tensor_alignment] = new (p) Link{heads_[bytes / tensor_alignment]};
+    held_ += bytes;
+  }
+
+  std::size_t held_bytes() const noexcept { return held_; }
+
+  void release() noexcept {
+    for (Link*& head : heads_)
+      while (Link* block = head) {
+        head = block->next;
+        ::operator delete(block, std::align_val_t{tensor_alignment});
+      }
+    held_ = 0;
+  }
+
+ private:
+  struct Link {
+    Link* next;
+  };
+  // Trivially destructible, so still readable while the thread's other thread_locals are destroyed.
+  static inline thread_local bool exited_ = false;
+  friend struct SmallBlockCacheOwner;
+
+  Link* heads_[cache_min_block_bytes / tensor_alignment] = {};
+  std::size_t held_ = 0;
+};
+
+struct SmallBlockCacheOwner {
+  SmallBlockCache cache;
+  ~SmallBlockCacheOwner() {
+    SmallBlockCache::exited_ = true;
+    cache.release();
+  }
+};
+
+inline SmallBlockCache* SmallBlockCache::current() noexcept {
+  if (exited_) return nullptr;
+  thread_local SmallBlockCacheOwner owner;
+  return &owner.cache;
+}
+
+// Every allocation of tensor storage and of its control block goes through these two.
+inline void* allocate_block(std::size_t bytes) {
+  if (bytes < cache_min_block_bytes && allocator_cache_available)
+    if (SmallBlockCache* small = SmallBlockCache::current()) return small->allocate(bytes);
+  return BlockCache::instance().allocate(bytes);
+}
+inline void deallocate_block(void* p, std::size_t bytes) noexcept {
+  if (bytes < cache_min_block_bytes && allocator_cache_available)
+    if (SmallBlockCache* small = SmallBlockCache::current()) return small->deallocate(p, bytes);
+  BlockCache::instance().deallocate(p, bytes);
+}
+
+// The allocator of a tensor storage's shared_ptr control block: a small block like any other.
+template <class U>
+struct ControlBlockAllocator {
+  using value_type = U;
+  ControlBlockAllocator() = default;
+  template <class V>
+  ControlBlockAllocator(const ControlBlockAllocator<V>&) noexcept {}
+  static std::size_t bytes(std::size_t n) { return allocation_size_class(n * sizeof(U)); }
+  U* allocate(std::size_t n) {
+    static_assert(alignof(U) <= tensor_alignment);
+    return static_cast<U*>(allocate_block(bytes(n)));
+  }
+  void deallocate(U* p, std::size_t n) noexcept { deallocate_block(p, bytes(n)); }
+  template <class V>
+  bool operator==(const ControlBlockAllocator<V>&) const noexcept {
+    return true;
+  }
 };
 
 }  // namespace detail
 
-// Bytes of freed tensor storage the allocator holds for reuse.
+// Bytes of freed large blocks (cache_min_block_bytes and up) the allocator holds for reuse; each thread's
+// small blocks, at most detail::small_cache_bytes a thread, are not counted.
 inline std::size_t cached_memory_bytes() { return detail::BlockCache::instance().cached_bytes(); }
 
-// Gives every cached block back to the system; returns how many bytes that was.
-inline std::size_t release_cached_memory() { return detail::BlockCache::instance().release(); }
+// Gives every cached large block, and the calling thread's small ones, back to the system; returns how many
+// bytes of large blocks that was.
+inline std::size_t release_cached_memory() {
+  if (detail::allocator_cache_available)
+    if (detail::SmallBlockCache* small = detail::SmallBlockCache::current()) small->release();
+  return detail::BlockCache::instance().release();
+}
 
 // The most freed storage the allocator keeps for reuse (0: none). Lowering it releases the excess now.
 // Builds with AddressSanitizer never cache, whatever the limit.

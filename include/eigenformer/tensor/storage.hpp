@@ -40,9 +40,10 @@ std::shared_ptr<T[]> allocate(index_t n) {
     return empty;
   }
   const std::size_t bytes = allocation_size_class(static_cast<std::size_t>(n) * sizeof(T));
-  void* p = BlockCache::instance().allocate(bytes);
+  void* p = allocate_block(bytes);
   // Should the control block's allocation throw, shared_ptr hands p to the deleter itself.
-  return std::shared_ptr<T[]>(static_cast<T*>(p), [bytes](T* q) { BlockCache::instance().deallocate(q, bytes); });
+  return std::shared_ptr<T[]>(static_cast<T*>(p), [bytes](T* q) { deallocate_block(q, bytes); },
+                              ControlBlockAllocator<T>());
 }
 
 }  // namespace detail
