@@ -14,9 +14,9 @@
 //
 // Counters: `allocs` is the number of global operator new calls per iteration (this binary replaces the
 // global operator new to count them), measured after warm-up. The goal for a decode step is 0: a server
-// decoding many streams should not go through the allocator per token. Tensor storage and its shared control
-// block come from operator new the first time and from the allocator's caches after that (tensor/allocator.hpp);
-// Eigen's own GEMM blocking buffers come from malloc and are not counted.
+// decoding many streams should not go through the allocator per token. Tensor storage and its shared
+// control block come from operator new the first time and from the allocator's caches after that
+// (tensor/allocator.hpp); Eigen's own GEMM blocking buffers come from malloc and are not counted.
 //
 // Threads: the library's pool size comes from EIGENFORMER_NUM_THREADS (bench/compare.py sets
 // OMP_NUM_THREADS for PyTorch; pass EIGENFORMER_NUM_THREADS=N along for the same count here).

@@ -1,6 +1,7 @@
 // Tensor storage's allocator (include/eigenformer/tensor/allocator.hpp): large freed blocks are reused by
 // size class, smaller ones by the thread that freed them, the cache stays under its limit releasing the
-// least recently freed first, and reused memory carries nothing into tensors that promise values (zeros, full, copies).
+// least recently freed first, and reused memory carries nothing into tensors that promise values (zeros,
+// full, copies).
 // Builds with AddressSanitizer never cache; there the tests check that nothing is held instead.
 #include <doctest/doctest.h>
 

@@ -5,8 +5,8 @@
 // or trims them back to the OS when freed, so every forward page-faults its activations in again; on the
 // 2-core VMs we measure on, the cache made a BERT-base forward 1.18-1.23x faster and a GPT-2 forward of 512
 // tokens 1.95x (bench/README.md, "With the allocator's cache"). ONNX Runtime keeps an arena for the same
-// reason. Freed blocks of at least cache_min_block_bytes go to a per-size free list and are handed to the next
-// request of the same size class. Smaller ones (and every tensor's shared control block) wait in a small
+// reason. Freed blocks of at least cache_min_block_bytes go to a per-size free list and are handed to the
+// next request of the same size class. Smaller ones (and every tensor's shared control block) wait in a small
 // per-thread cache (SmallBlockCache below), so that a decoding step, whose tensors are all small, makes no
 // heap allocation once warm (llama.cpp's and ONNX Runtime's decoders allocate nothing per token either).
 //

@@ -649,7 +649,8 @@ void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, 
   const int threads = get_num_threads();
   const index_t part_rows = b.layout == GemvLayout::col_major ? k : gemv_k_part_rows(k, n);
   if (part_rows >= k) {
-    parallel_for(n, gemv_chunk_cols(m, n, k, threads, b.layout == GemvLayout::col_major), [&](index_t j0, index_t j1) {
+    const index_t chunk = gemv_chunk_cols(m, n, k, threads, b.layout == GemvLayout::col_major);
+    parallel_for(n, chunk, [&](index_t j0, index_t j1) {
       gemv_columns(m, k, a, lda, b, c, ldc, alpha, beta, j0, j1);
       apply_epilogue(c + j0, ldc, m, j1 - j0, bias ? bias + j0 : nullptr, act);
     });
@@ -658,16 +659,21 @@ void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, 
   const index_t parts = (k + part_rows - 1) / part_rows;
   // Columns a chunk: all of them unless the threads outnumber the parts (whole panels of 64 columns).
   const index_t column_chunks = std::min<index_t>((threads + parts - 1) / parts, (n + 63) / 64);
-  const index_t chunk_cols = column_chunks <= 1 ? n : ((n + column_chunks - 1) / column_chunks + 63) / 64 * 64;
+  const index_t chunk_cols =
+      column_chunks <= 1 ? n : ((n + column_chunks - 1) / column_chunks + 63) / 64 * 64;
   const index_t chunks_per_part = (n + chunk_cols - 1) / chunk_cols;
   float* sums = gemv_part_sums(parts * m * n);  // part q, row i: sums + (q * m + i) * n
   parallel_for(parts * chunks_per_part, 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t) {
       const index_t q = t / chunks_per_part, j0 = (t % chunks_per_part) * chunk_cols;
       const index_t k0 = q * part_rows, rows = std::min(part_rows, k - k0);
-      const index_t panel_cols = (n + gemv_panel_cols - 1) / gemv_panel_cols * gemv_panel_cols;
-      const GemvWeight<W> part{b.data + k0 * (b.layout == GemvLayout::paneled ? panel_cols : b.ld), b.ld, b.layout};
-      gemv_columns(m, rows, a + k0, lda, part, sums + q * m * n, n, 1.0f, 0.0f, j0, std::min(n, j0 + chunk_cols));
+      // Row k0 of b: of a paneled b, where its part starts (gemv.hpp's GemvWeight).
+      const index_t row_stride = b.layout == GemvLayout::paneled
+                                     ? (n + gemv_panel_cols - 1) / gemv_panel_cols * gemv_panel_cols
+                                     : b.ld;
+      const GemvWeight<W> part{b.data + k0 * row_stride, b.ld, b.layout};
+      gemv_columns(m, rows, a + k0, lda, part, sums + q * m * n, n, 1.0f, 0.0f, j0,
+                   std::min(n, j0 + chunk_cols));
     }
   });
   // The parts added in order, into part 0's sums: a few microseconds for the calling thread.
