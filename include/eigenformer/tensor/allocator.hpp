@@ -65,6 +65,12 @@ inline std::size_t allocation_size_class(std::size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+// The heap behind both caches: 64-byte aligned blocks.
+inline void* heap_allocate(std::size_t bytes) {
+  return ::operator new(bytes, std::align_val_t{tensor_alignment});
+}
+inline void heap_free(void* p) noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
+
 class BlockCache {
  public:
   static BlockCache& instance() {
@@ -86,7 +92,7 @@ class BlockCache {
         return block;
       }
     }
-    return ::operator new(bytes, std::align_val_t{tensor_alignment});
+    return heap_allocate(bytes);
   }
 
   void deallocate(void* p, std::size_t bytes) noexcept {
@@ -97,7 +103,7 @@ class BlockCache {
           // Allocates only the first time a size class is cached, or when its list outgrows its capacity.
           by_size_[bytes].push_back(static_cast<FreeBlock*>(p));
         } catch (...) {  // no memory for the bookkeeping: give the block back instead of caching it
-          free_block(p);
+          heap_free(p);
           return;
         }
         // The bookkeeping lives in the freed block itself: caching a block allocates nothing.
@@ -110,7 +116,7 @@ class BlockCache {
         return;
       }
     }
-    free_block(p);
+    heap_free(p);
   }
 
   std::size_t cached_bytes() {
@@ -159,7 +165,6 @@ class BlockCache {
     return (end != nullptr && *end == '\0') ? static_cast<std::size_t>(value) : default_allocator_cache_limit;
   }
 
-  static void free_block(void* p) noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
 
   void unlink(FreeBlock* block) noexcept {
     (block->newer ? block->newer->older : newest_) = block->older;
@@ -176,7 +181,7 @@ class BlockCache {
       same_size.erase(same_size.begin());
       unlink(block);
       cached_bytes_ -= size;
-      free_block(block);
+      heap_free(block);
     }
   }
 
@@ -210,12 +215,12 @@ class SmallBlockCache {
       held_ -= bytes;
       return block;
     }
-    return ::operator new(bytes, std::align_val_t{tensor_alignment});
+    return heap_allocate(bytes);
   }
 
   void deallocate(void* p, std::size_t bytes) noexcept {
     if (held_ + bytes > std::min(small_cache_bytes, BlockCache::instance().limit_unlocked())) {
-      ::operator delete(p, std::align_val_t{tensor_alignment});
+      heap_free(p);
       return;
     }
     heads_[bytes / tensor_alignment] = new (p) Link{heads_[bytes / tensor_alignment]};
@@ -228,7 +233,7 @@ class SmallBlockCache {
     for (Link*& head : heads_)
       while (Link* block = head) {
         head = block->next;
-        ::operator delete(block, std::align_val_t{tensor_alignment});
+        heap_free(block);
       }
     held_ = 0;
   }

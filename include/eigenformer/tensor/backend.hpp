@@ -663,14 +663,13 @@ void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, 
       column_chunks <= 1 ? n : ((n + column_chunks - 1) / column_chunks + 63) / 64 * 64;
   const index_t chunks_per_part = (n + chunk_cols - 1) / chunk_cols;
   float* sums = gemv_part_sums(parts * m * n);  // part q, row i: sums + (q * m + i) * n
+  // Elements from row k to row k + 1 of b; of a paneled b, row k0 is where its part starts (GemvWeight).
+  const index_t row_stride =
+      b.layout == GemvLayout::paneled ? (n + gemv_panel_cols - 1) / gemv_panel_cols * gemv_panel_cols : b.ld;
   parallel_for(parts * chunks_per_part, 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t) {
       const index_t q = t / chunks_per_part, j0 = (t % chunks_per_part) * chunk_cols;
       const index_t k0 = q * part_rows, rows = std::min(part_rows, k - k0);
-      // Row k0 of b: of a paneled b, where its part starts (gemv.hpp's GemvWeight).
-      const index_t row_stride = b.layout == GemvLayout::paneled
-                                     ? (n + gemv_panel_cols - 1) / gemv_panel_cols * gemv_panel_cols
-                                     : b.ld;
       const GemvWeight<W> part{b.data + k0 * row_stride, b.ld, b.layout};
       gemv_columns(m, rows, a + k0, lda, part, sums + q * m * n, n, 1.0f, 0.0f, j0,
                    std::min(n, j0 + chunk_cols));
