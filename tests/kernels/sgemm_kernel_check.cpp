@@ -227,8 +227,10 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
   std::size_t ran = 0;
   for (const auto& s : shapes)
     for (int b_layout = 0; b_layout < 3; ++b_layout)  // row-major, column-major (Linear's w.t()), strided
-      for (const bool a_col_major : {false, true}) {
-        const auto a = a_col_major ? uniform_matrix(s.k, s.m, gen).t() : uniform_matrix(s.m, s.k, gen);
+      for (int a_layout = 0; a_layout < 3; ++a_layout) {  // row-major (read in place), column-major, rows apart
+        const auto a = a_layout == 0   ? uniform_matrix(s.m, s.k, gen)
+                       : a_layout == 1 ? uniform_matrix(s.k, s.m, gen).t()
+                                       : uniform_matrix(s.m, s.k + 3, gen).narrow(1, 1, s.k);
         const auto stored = b_layout == 1 ? uniform_matrix(s.n, s.k, gen) : uniform_matrix(s.k, 2 * s.n, gen);
         const auto b = b_layout == 0 ? stored.narrow(1, 0, s.n)
                        : b_layout == 1 ? stored.t()
@@ -243,8 +245,8 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
           const auto expected = ef::backend::gemm(a, b, epilogue);
           const auto got = ef::backend::gemm(a, b, &packed, epilogue);
           REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * s.m * s.n) == 0,
-                          "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout << ", a col-major "
-                                   << a_col_major << ", " << threads << " threads");
+                          "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout << ", a layout "
+                                   << a_layout << ", " << threads << " threads");
           // Accumulating into part of a wider output (alpha, beta), on the pool and on the calling thread alone.
           for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread}) {
             auto wide = uniform_matrix(s.m, s.n + 5, gen);
@@ -261,7 +263,7 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
         }
       }
   ef::set_num_threads(saved);
-  eftest::check_ran(ran, shapes.size() * 3 * 2 * 3, "packed-weight products");
+  eftest::check_ran(ran, shapes.size() * 3 * 3 * 3, "packed-weight products");
 }
 
 TEST_CASE("a packed weight: few-row products read the float weight, and a stale or foreign copy is refused") {

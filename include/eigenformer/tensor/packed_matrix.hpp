@@ -193,14 +193,19 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
     if (on_pool) parallel_for(count, 1, body);
     else body(index_t{0}, count);
   };
-  const index_t a_chunks_per_block = ceil_div(sgemm_padded_rows(m) / sgemm_mr, shared_pack_panels);
-  const auto packed_a = eigenformer::detail::allocate<float>(sgemm_padded_rows(m) * k);
-  for_each(ceil_div(k, sgemm_kc) * a_chunks_per_block, [&](index_t begin, index_t end) {
-    for (index_t t = begin; t < end; ++t)
-      sgemm_pack_a_rows(a_col_major, a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
-                        (t % a_chunks_per_block) * shared_pack_panels * sgemm_mr, shared_pack_panels * sgemm_mr,
-                        packed_a.get());
-  });
+  // Row-major a is read in place by the register blocks; column-major a (rare here: a transposed input) is
+  // packed whole first, by all threads between them.
+  std::shared_ptr<float[]> packed_a;
+  if (a_col_major) {
+    const index_t a_chunks_per_block = ceil_div(sgemm_padded_rows(m) / sgemm_mr, shared_pack_panels);
+    packed_a = eigenformer::detail::allocate<float>(sgemm_padded_rows(m) * k);
+    for_each(ceil_div(k, sgemm_kc) * a_chunks_per_block, [&](index_t begin, index_t end) {
+      for (index_t t = begin; t < end; ++t)
+        sgemm_pack_a_rows(a_col_major, a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
+                          (t % a_chunks_per_block) * shared_pack_panels * sgemm_mr, shared_pack_panels * sgemm_mr,
+                          packed_a.get());
+    });
+  }
   const index_t row_blocks = ceil_div(m, shared_block_rows);
   const index_t block_rows = sgemm_padded_rows(ceil_div(m, row_blocks));
   const index_t col_panels = ceil_div(n, sgemm_nr);
@@ -213,7 +218,8 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
     for (index_t t = begin; t < end; ++t) {
       const index_t r0 = (t % row_blocks) * block_rows, r1 = std::min(m, r0 + block_rows);
       const index_t c0 = (t / row_blocks) * group_panels * sgemm_nr, c1 = std::min(n, c0 + group_panels * sgemm_nr);
-      sgemm_both_packed_block(m, k, alpha, packed_a.get(), packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc);
+      sgemm_both_packed_block(m, k, alpha, a_col_major ? packed_a.get() : a, a_col_major ? 0 : lda, packed_b,
+                              padded_cols, r0, r1, c0, c1, beta, c, ldc);
       apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
     }
   });

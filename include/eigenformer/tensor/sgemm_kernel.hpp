@@ -4,8 +4,9 @@
 // 0.55-0.95x of oneDNN and OpenBLAS at the transformer shapes (bench/bench_gemm.cpp); it is weakest on the
 // weight gradients g^T x, whose transposed left operand it packs slowly, and it zeroes c before a
 // beta = 0 product. This kernel follows the usual packed design (Goto and van de Geijn, "Anatomy of
-// high-performance matrix multiplication", 2008): panels of a and b are copied into the order the
-// register-blocked inner loop reads them, whatever their layout, so transposed operands cost one copy.
+// high-performance matrix multiplication", 2008): panels of b, and of a when it is column-major, are copied
+// into the order the register-blocked inner loop reads them, so transposed operands cost one copy; a
+// row-major a is read where it lies (see APanel).
 //
 // Bits: element (i, j) of a product is, for each block of sgemm_kc consecutive k in order,
 // acc = fma(a(i,k), b(k,j), acc) from acc = 0 in order of k, then c = beta c + alpha acc for the first
@@ -166,11 +167,27 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
   }
 }
 
+// Where the register block reads its sgemm_mr rows of a over kc steps of k: a packed panel (row_stride 0;
+// a(i, p) at data[p * sgemm_mr + i], sgemm_pack_a's order) or rows of a row-major a in place (a(i, p) at
+// data[i * row_stride + p]). Row-major activations are read in place: transposing them into panels cost
+// 4% of BERT-base's batch-8 forward and, shared between threads, a wait for every thread before the
+// products could start; on an AMD Zen 5 packed-weight products ran 4-19% faster on 2 threads without it
+// (bench/README.md, "nineteenth session"). Column-major a (a weight gradient's g^T) is still packed: its
+// panels are plain copies.
+struct APanel {
+  const float* data;
+  index_t row_stride;
+};
+
 // The register block: c[0:rows, 0:cols] = beta c + alpha (a_panel b_panel) over kc, with beta == 0
-// meaning c is only written (its old contents, NaN included, are ignored).
-inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float* c, index_t ldc, index_t rows,
-                               index_t cols, float alpha, float beta, bool prefetch_c = false,
-                               const float* prefetch_b = nullptr, index_t prefetch_lines = 0) {
+// meaning c is only written (its old contents, NaN included, are ignored). Either way of reading a does
+// the same arithmetic in the same order, so gives the same bits.
+template <bool kAInPlace>
+inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, float* c, index_t ldc, index_t rows,
+                                 index_t cols, float alpha, float beta, bool prefetch_c, const float* prefetch_b,
+                                 index_t prefetch_lines) {
+  const float* a = a_panel.data;
+  const index_t a_row_stride = a_panel.row_stride;
   using V = SimdFloat;
   constexpr int nv = sgemm_nr / V::width;
   typename V::reg acc[sgemm_mr][nv];
@@ -192,7 +209,13 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
   // At most one a step: with more lines than steps (a block of one row panel) the rest are left to the caches.
   const index_t every = prefetch_lines > 0 ? std::max<index_t>(1, kc / prefetch_lines) : kc + 1;
   index_t until_prefetch = every;
-  for (index_t p = 0; p < kc; ++p, a += sgemm_mr, b += sgemm_nr) {
+  // In place, rows 3q..3q+2 are read through row_base[q] and the stride (x86 addresses base + 4 or 8 times an
+  // index), so that twelve rows take four pointers and no address arithmetic per row.
+  constexpr int bases = (sgemm_mr + 2) / 3;
+  const float* row_base[bases];
+#pragma GCC unroll 4
+  for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
+  for (index_t p = 0; p < kc; ++p, b += sgemm_nr) {
     if (--until_prefetch == 0) {
       until_prefetch = every;
       if (prefetch_lines > 0) {
@@ -206,9 +229,15 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
     for (int v = 0; v < nv; ++v) bv[v] = V::load(b + v * V::width);
 #pragma GCC unroll 16
     for (int i = 0; i < sgemm_mr; ++i) {
-      const typename V::reg ai = V::set1(a[i]);
+      const typename V::reg ai = V::set1(kAInPlace ? row_base[i / 3][(i % 3) * a_row_stride] : a[i]);
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
+    }
+    if constexpr (kAInPlace) {
+#pragma GCC unroll 4
+      for (int q = 0; q < bases; ++q) ++row_base[q];
+    } else {
+      a += sgemm_mr;
     }
   }
   const typename V::reg va = V::set1(alpha), vb = V::set1(beta);
@@ -231,6 +260,28 @@ inline void sgemm_micro_kernel(index_t kc, const float* a, const float* b, float
       }
     }
   }
+}
+
+inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, index_t ldc, index_t rows, index_t cols,
+                               float alpha, float beta, bool prefetch_c = false, const float* prefetch_b = nullptr,
+                               index_t prefetch_lines = 0) {
+  if (a.row_stride != 0)
+    sgemm_register_block<true>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b, prefetch_lines);
+  else
+    sgemm_register_block<false>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b, prefetch_lines);
+}
+
+// The register blocks' view of rows [i0, i1) (at most sgemm_mr) of a row-major a over k [p, p + kc): in place
+// when there are sgemm_mr of them; fewer are copied into edge (sgemm_mr * kc floats) with zero rows after
+// them, since the register block reads all sgemm_mr rows.
+inline APanel sgemm_rows_in_place(const float* a, index_t lda, index_t i0, index_t i1, index_t p, index_t kc,
+                                  float* edge) {
+  if (i1 - i0 == sgemm_mr) return {a + i0 * lda + p, lda};
+  for (index_t i = 0; i < sgemm_mr; ++i) {
+    if (i0 + i < i1) std::memcpy(edge + i * kc, a + (i0 + i) * lda + p, sizeof(float) * static_cast<std::size_t>(kc));
+    else std::memset(edge + i * kc, 0, sizeof(float) * static_cast<std::size_t>(kc));
+  }
+  return {edge, kc};
 }
 
 // c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
@@ -259,10 +310,21 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
       sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
       for (index_t ic = 0; ic < rows; ic += sgemm_mc) {
         const index_t mc = std::min<index_t>(sgemm_mc, rows - ic);
+        if (!a_col_major) {
+          // A short last panel is copied once here, not once for every panel of b.
+          const index_t whole = mc / sgemm_mr * sgemm_mr;
+          const APanel edge = whole < mc ? sgemm_rows_in_place(a, lda, ic + whole, ic + mc, pc, kc, ap) : APanel{};
+          for (index_t jr = 0; jr < nc; jr += sgemm_nr)
+            for (index_t ir = 0; ir < mc; ir += sgemm_mr)
+              sgemm_micro_kernel(kc, ir < whole ? APanel{a_at(ic + ir, pc), lda} : edge, bp + jr * kc,
+                                 c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
+                                 std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
+          continue;
+        }
         sgemm_pack_a(a_at(ic, pc), a_col_major, lda, mc, kc, ap);
         for (index_t jr = 0; jr < nc; jr += sgemm_nr)
           for (index_t ir = 0; ir < mc; ir += sgemm_mr)
-            sgemm_micro_kernel(kc, ap + ir * kc, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
+            sgemm_micro_kernel(kc, APanel{ap + ir * kc, 0}, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
                                std::min<index_t>(sgemm_mr, mc - ir), std::min<index_t>(sgemm_nr, nc - jr), alpha,
                                block_beta, prefetch_c);
       }
@@ -283,20 +345,30 @@ inline void sgemm_pack_a_rows(bool a_col_major, const float* a, index_t lda, ind
 }
 
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
-// both operands packed beforehand: a whole by sgemm_pack_a_rows, b a PackedMatrix's data (k block pc at
-// packed_b + pc * padded_cols, in sgemm_pack_b's panel order over all columns). r0 and c0 start whole panels.
-// The same register blocks over the same panels as sgemm_packed, so the same bits.
-inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const float* packed_a,
+// b packed beforehand (a PackedMatrix's data: k block pc at packed_b + pc * padded_cols, in sgemm_pack_b's
+// panel order over all columns) and a either row-major, read in place (a_row_stride its row stride), or packed
+// whole by sgemm_pack_a_rows (a_row_stride 0). r0 and c0 start whole panels. The same register blocks over the
+// same panels as sgemm_packed, so the same bits.
+inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const float* a, index_t a_row_stride,
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc) {
+  static thread_local SgemmScratch edge_scratch;
   const index_t padded_rows = sgemm_padded_rows(rows);
   const bool prefetch_c = (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
+  const bool in_place = a_row_stride != 0;
+  // Read in place, the rows from `whole` on (fewer than a panel, the matrix's last) are copied once a k block.
+  const index_t whole = in_place ? r0 + (r1 - r0) / sgemm_mr * sgemm_mr : r1;
+  float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
+  const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
   for (index_t pc = 0; pc < k; pc += sgemm_kc) {
     const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
     const float block_beta = pc == 0 ? beta : 1.0f;
-    const float* ap = packed_a + pc * padded_rows;
     const float* bp = packed_b + pc * padded_cols;
-    const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
+    const APanel edge_panel = edge ? sgemm_rows_in_place(a, a_row_stride, whole, r1, pc, kc, edge) : APanel{};
+    auto a_panel = [&](index_t ir) {
+      if (!in_place) return APanel{a + pc * padded_rows + ir * kc, 0};
+      return ir < whole ? APanel{a + ir * a_row_stride + pc, a_row_stride} : edge_panel;
+    };
     for (index_t jr = c0; jr < c1; jr += sgemm_nr) {
       // The next panel of b (this k block's next column panel, else the next k block's first), a slice of it
       // prefetched by each register block: it comes from memory or L3 while this one is read from L1, instead
@@ -317,7 +389,7 @@ inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const 
       index_t q = 0;
       for (index_t ir = r0; ir < r1; ir += sgemm_mr, ++q) {
         const index_t first = q * next_lines / row_panels, last = (q + 1) * next_lines / row_panels;
-        sgemm_micro_kernel(kc, ap + ir * kc, bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
+        sgemm_micro_kernel(kc, a_panel(ir), bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
                            std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c,
                            next ? next + first * 16 : nullptr, last - first);
       }
@@ -334,8 +406,8 @@ inline constexpr index_t sgemm_kc = 256;
 inline void sgemm_pack_b(const float*, bool, index_t, index_t, index_t, float*) {}
 inline index_t sgemm_padded_rows(index_t rows) { return rows; }
 inline void sgemm_pack_a_rows(bool, const float*, index_t, index_t, index_t, index_t, index_t, index_t, float*) {}
-inline void sgemm_both_packed_block(index_t, index_t, float, const float*, const float*, index_t, index_t, index_t,
-                                    index_t, index_t, float, float*, index_t) {}
+inline void sgemm_both_packed_block(index_t, index_t, float, const float*, index_t, const float*, index_t, index_t,
+                                    index_t, index_t, index_t, float, float*, index_t) {}
 #endif
 
 }  // namespace eigenformer::backend::detail
