@@ -124,15 +124,23 @@ inline void sgemm_pack_transposed(const float* src, index_t ld, index_t count, i
 // Rows [0, mc) x k [0, kc) of a into mr-row panels: panel r holds (p, i) at r * mr * kc + p * mr + i, rows
 // past mc as zeros. a points at the block's first element; a_col_major says how a is stored.
 inline void sgemm_pack_a(const float* a, bool a_col_major, index_t lda, index_t mc, index_t kc, float* out) {
-  for (index_t r0 = 0; r0 < mc; r0 += sgemm_mr, out += sgemm_mr * kc) {
+  index_t r0 = 0;
+  if (a_col_major) {
+    // The whole panels: one fixed-size copy a panel and step, which the compiler turns into vector moves (the
+    // loop over a variable row count stayed scalar and cost ~0.6 ns a float, a fifth of a weight gradient).
+    // k outermost, so that each column of a is read once, front to back: panel by panel, every panel read
+    // its kc columns lda apart again from L2, and the copy waited on those loads (85% of the packing's
+    // samples, 15% of a 512 x 128 x 768 weight gradient on an AMD Zen 5).
+    const index_t whole = mc / sgemm_mr;
+    for (index_t p = 0; p < kc; ++p)
+      for (index_t r = 0; r < whole; ++r)
+        std::memcpy(out + r * sgemm_mr * kc + p * sgemm_mr, a + r * sgemm_mr + p * lda, sizeof(float) * sgemm_mr);
+    r0 = whole * sgemm_mr;
+    out += whole * sgemm_mr * kc;
+  }
+  for (; r0 < mc; r0 += sgemm_mr, out += sgemm_mr * kc) {
     const index_t rows = std::min<index_t>(sgemm_mr, mc - r0);
     if (a_col_major) {
-      // A whole panel is one fixed-size copy a step, which the compiler turns into vector moves; the loop
-      // over a variable row count stayed scalar and cost ~0.6 ns a float (a fifth of a weight gradient).
-      if (rows == sgemm_mr) {
-        for (index_t p = 0; p < kc; ++p) std::memcpy(out + p * sgemm_mr, a + r0 + p * lda, sizeof(float) * sgemm_mr);
-        continue;
-      }
       for (index_t p = 0; p < kc; ++p) {
         const float* src = a + r0 + p * lda;
         float* dst = out + p * sgemm_mr;
