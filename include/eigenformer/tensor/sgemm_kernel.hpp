@@ -179,7 +179,7 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
 // a(i, p) at data[p * sgemm_mr + i], sgemm_pack_a's order) or rows of a row-major a in place (a(i, p) at
 // data[i * row_stride + p]). Row-major activations are read in place: transposing them into panels cost
 // 4% of BERT-base's batch-8 forward and, shared between threads, a wait for every thread before the
-// products could start; on an AMD Zen 5 packed-weight products ran 4-19% faster on 2 threads without it
+// products could start; on an AMD Zen 5 packed-weight products ran 3-19% faster on 2 threads without it
 // (bench/README.md, "nineteenth session"). Column-major a (a weight gradient's g^T) is still packed: its
 // panels are plain copies.
 struct APanel {
