@@ -201,7 +201,7 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
     packed_a = eigenformer::detail::allocate<float>(sgemm_padded_rows(m) * k);
     for_each(ceil_div(k, sgemm_kc) * a_chunks_per_block, [&](index_t begin, index_t end) {
       for (index_t t = begin; t < end; ++t)
-        sgemm_pack_a_rows(a_col_major, a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
+        sgemm_pack_a_rows(a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
                           (t % a_chunks_per_block) * shared_pack_panels * sgemm_mr, shared_pack_panels * sgemm_mr,
                           packed_a.get());
     });

@@ -65,7 +65,7 @@ struct SgemmScratch {
 };
 
 // out[p * width + j] = src[j * ld + p] for j < count, p < kc, and zeros for count <= j < width: one panel
-// whose lines (rows of a, columns of b) lie along k in memory. Reading each line along k and writing it
+// whose lines (columns of a column-major b) lie along k in memory. Reading each line along k and writing it
 // across the panel one float at a time cost ~1.4 ns a float; 4 x 4 blocks transposed in registers read and
 // write whole vectors instead.
 inline void sgemm_pack_transposed(const float* src, index_t ld, index_t count, index_t kc, index_t width, float* out) {
@@ -121,35 +121,27 @@ inline void sgemm_pack_transposed(const float* src, index_t ld, index_t count, i
     for (index_t p = 0; p < kc; ++p) out[p * width + j] = 0.0f;
 }
 
-// Rows [0, mc) x k [0, kc) of a into mr-row panels: panel r holds (p, i) at r * mr * kc + p * mr + i, rows
-// past mc as zeros. a points at the block's first element; a_col_major says how a is stored.
-inline void sgemm_pack_a(const float* a, bool a_col_major, index_t lda, index_t mc, index_t kc, float* out) {
-  index_t r0 = 0;
-  if (a_col_major) {
-    // The whole panels: one fixed-size copy a panel and step, which the compiler turns into vector moves (the
-    // loop over a variable row count stayed scalar and cost ~0.6 ns a float, a fifth of a weight gradient).
-    // k outermost, so that each column of a is read once, front to back: panel by panel, every panel read
-    // its kc columns lda apart again from L2, and the copy waited on those loads (85% of the packing's
-    // samples, 15% of a 512 x 128 x 768 weight gradient on an AMD Zen 5).
-    const index_t whole = mc / sgemm_mr;
-    for (index_t p = 0; p < kc; ++p)
-      for (index_t r = 0; r < whole; ++r)
-        std::memcpy(out + r * sgemm_mr * kc + p * sgemm_mr, a + r * sgemm_mr + p * lda, sizeof(float) * sgemm_mr);
-    r0 = whole * sgemm_mr;
-    out += whole * sgemm_mr * kc;
-  }
-  for (; r0 < mc; r0 += sgemm_mr, out += sgemm_mr * kc) {
-    const index_t rows = std::min<index_t>(sgemm_mr, mc - r0);
-    if (a_col_major) {
-      for (index_t p = 0; p < kc; ++p) {
-        const float* src = a + r0 + p * lda;
-        float* dst = out + p * sgemm_mr;
-        for (index_t i = 0; i < rows; ++i) dst[i] = src[i];
-        for (index_t i = rows; i < sgemm_mr; ++i) dst[i] = 0.0f;
-      }
-    } else {
-      sgemm_pack_transposed(a + r0 * lda, lda, rows, kc, sgemm_mr, out);
-    }
+// Rows [0, mc) x k [0, kc) of a column-major a (column stride lda) into mr-row panels: panel r holds (p, i)
+// at r * mr * kc + p * mr + i, rows past mc as zeros. a points at the block's first element. Row-major a is
+// never packed: the register block reads it in place (APanel).
+inline void sgemm_pack_a(const float* a, index_t lda, index_t mc, index_t kc, float* out) {
+  // The whole panels: one fixed-size copy a panel and step, which the compiler turns into vector moves (the
+  // loop over a variable row count stayed scalar and cost ~0.6 ns a float, a fifth of a weight gradient).
+  // k outermost, so that each column of a is read once, front to back: panel by panel, every panel read
+  // its kc columns lda apart again from L2, and the copy waited on those loads (85% of the packing's
+  // samples, 15% of a 512 x 128 x 768 weight gradient on an AMD Zen 5).
+  const index_t whole = mc / sgemm_mr;
+  for (index_t p = 0; p < kc; ++p)
+    for (index_t r = 0; r < whole; ++r)
+      std::memcpy(out + r * sgemm_mr * kc + p * sgemm_mr, a + r * sgemm_mr + p * lda, sizeof(float) * sgemm_mr);
+  const index_t r0 = whole * sgemm_mr, rows = mc - r0;
+  if (rows == 0) return;
+  out += whole * sgemm_mr * kc;
+  for (index_t p = 0; p < kc; ++p) {
+    const float* src = a + r0 + p * lda;
+    float* dst = out + p * sgemm_mr;
+    for (index_t i = 0; i < rows; ++i) dst[i] = src[i];
+    for (index_t i = rows; i < sgemm_mr; ++i) dst[i] = 0.0f;
   }
 }
 
@@ -294,9 +286,9 @@ inline APanel sgemm_rows_in_place(const float* a, index_t lda, index_t i0, index
 
 // c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
 // or column-major with the given row (column) stride; on the calling thread. Each k block of b's column block
-// is packed, then each row block of a, and the register block walks them. Products with a packed weight (a
-// PackedMatrix) take sgemm_both_packed_block instead, which feeds the register block the same panels in the
-// same order, hence the same bits.
+// is packed, then each row block of a column-major a (row-major a is read in place), and the register block
+// walks them. Products with a packed weight (a PackedMatrix) take sgemm_both_packed_block instead, which feeds
+// the register block the same panels in the same order, hence the same bits.
 inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
                          const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
                          index_t ldc) {
@@ -329,7 +321,7 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
                                  std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
           continue;
         }
-        sgemm_pack_a(a_at(ic, pc), a_col_major, lda, mc, kc, ap);
+        sgemm_pack_a(a_at(ic, pc), lda, mc, kc, ap);
         for (index_t jr = 0; jr < nc; jr += sgemm_nr)
           for (index_t ir = 0; ir < mc; ir += sgemm_mr)
             sgemm_micro_kernel(kc, APanel{ap + ir * kc, 0}, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
@@ -340,16 +332,15 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
   }
 }
 
-// a (rows x k) packed whole, for products whose b is packed too, so that any thread may compute any block
-// of c from it: k block pc (kc = min(sgemm_kc, k - pc)) at out + pc * padded_rows, in sgemm_pack_a's panel
-// order; padded_rows is rows rounded up to whole panels of sgemm_mr. This packs rows [r0, r0 + count) of
+// A column-major a (rows x k) packed whole, for products whose b is packed too, so that any thread may compute
+// any block of c from it: k block pc (kc = min(sgemm_kc, k - pc)) at out + pc * padded_rows, in sgemm_pack_a's
+// panel order; padded_rows is rows rounded up to whole panels of sgemm_mr. This packs rows [r0, r0 + count) of
 // one k block (r0 a multiple of sgemm_mr), so that several threads can share the packing.
 inline index_t sgemm_padded_rows(index_t rows) { return (rows + sgemm_mr - 1) / sgemm_mr * sgemm_mr; }
-inline void sgemm_pack_a_rows(bool a_col_major, const float* a, index_t lda, index_t rows, index_t k, index_t pc,
-                              index_t r0, index_t count, float* out) {
+inline void sgemm_pack_a_rows(const float* a, index_t lda, index_t rows, index_t k, index_t pc, index_t r0,
+                              index_t count, float* out) {
   const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
-  const float* from = a_col_major ? a + r0 + pc * lda : a + r0 * lda + pc;
-  sgemm_pack_a(from, a_col_major, lda, std::min(count, rows - r0), kc, out + pc * sgemm_padded_rows(rows) + r0 * kc);
+  sgemm_pack_a(a + r0 + pc * lda, lda, std::min(count, rows - r0), kc, out + pc * sgemm_padded_rows(rows) + r0 * kc);
 }
 
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
@@ -413,7 +404,7 @@ inline constexpr index_t sgemm_kc = 256;
 // Never called in this build (nothing is packed without the kernel), but named by code of packed_matrix.hpp.
 inline void sgemm_pack_b(const float*, bool, index_t, index_t, index_t, float*) {}
 inline index_t sgemm_padded_rows(index_t rows) { return rows; }
-inline void sgemm_pack_a_rows(bool, const float*, index_t, index_t, index_t, index_t, index_t, index_t, float*) {}
+inline void sgemm_pack_a_rows(const float*, index_t, index_t, index_t, index_t, index_t, index_t, float*) {}
 inline void sgemm_both_packed_block(index_t, index_t, float, const float*, index_t, const float*, index_t, index_t,
                                     index_t, index_t, index_t, float, float*, index_t) {}
 #endif
