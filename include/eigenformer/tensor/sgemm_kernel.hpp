@@ -181,8 +181,10 @@ struct APanel {
 
 // The register block: c[0:rows, 0:cols] = beta c + alpha (a_panel b_panel) over kc, with beta == 0
 // meaning c is only written (its old contents, NaN included, are ignored). Either way of reading a does
-// the same arithmetic in the same order, so gives the same bits.
-template <bool kAInPlace>
+// the same arithmetic in the same order, so gives the same bits. kRows (rows <= kRows) is how many rows of a
+// it reads and multiplies: sgemm_mr, or a third or two thirds of it for a matrix's last panel (see
+// sgemm_kernel_rows). A packed panel still holds sgemm_mr rows a step; only the first kRows are read.
+template <bool kAInPlace, int kRows = sgemm_mr>
 inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, float* c, index_t ldc, index_t rows,
                                  index_t cols, float alpha, float beta, bool prefetch_c, const float* prefetch_b,
                                  index_t prefetch_lines) {
@@ -190,9 +192,9 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   const index_t a_row_stride = a_panel.row_stride;
   using V = SimdFloat;
   constexpr int nv = sgemm_nr / V::width;
-  typename V::reg acc[sgemm_mr][nv];
+  typename V::reg acc[kRows][nv];
 #pragma GCC unroll 16
-  for (int i = 0; i < sgemm_mr; ++i)
+  for (int i = 0; i < kRows; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) acc[i][v] = V::zero();
   // The block of c is read and written after the k loop. When c is too large to stay in cache between k
@@ -211,7 +213,7 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   index_t until_prefetch = every;
   // In place, rows 3q..3q+2 are read through row_base[q] and the stride (x86 addresses base + 4 or 8 times an
   // index), so that twelve rows take four pointers and no address arithmetic per row.
-  constexpr int bases = (sgemm_mr + 2) / 3;
+  constexpr int bases = (kRows + 2) / 3;
   const float* row_base[bases];
 #pragma GCC unroll 4
   for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
@@ -228,7 +230,7 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) bv[v] = V::load(b + v * V::width);
 #pragma GCC unroll 16
-    for (int i = 0; i < sgemm_mr; ++i) {
+    for (int i = 0; i < kRows; ++i) {
       const typename V::reg ai = V::set1(kAInPlace ? row_base[i / 3][(i % 3) * a_row_stride] : a[i]);
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
@@ -243,7 +245,7 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   const typename V::reg va = V::set1(alpha), vb = V::set1(beta);
   // Constant bounds, fully unrolled, so that acc is indexed by constants only and stays in registers.
 #pragma GCC unroll 16
-  for (int i = 0; i < sgemm_mr; ++i) {
+  for (int i = 0; i < kRows; ++i) {
     if (i >= rows) break;
     float* row = c + i * ldc;
 #pragma GCC unroll 4
@@ -262,22 +264,42 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   }
 }
 
+// The rows a register block for `rows` rows of c multiplies: sgemm_mr, or a third or two thirds of it. A
+// matrix's last panel is often short (128 rows are ten panels of twelve and one of eight); multiplying its
+// zero rows as well cost 3% of every 128-row product.
+inline constexpr int sgemm_kernel_rows(index_t rows) {
+  return rows > 2 * sgemm_mr / 3 ? sgemm_mr : rows > sgemm_mr / 3 ? 2 * sgemm_mr / 3 : sgemm_mr / 3;
+}
+
+// The register block for `rows` rows of c (at most sgemm_mr): a in place (a.row_stride != 0) or packed, and
+// as few rows of a multiplied as sgemm_kernel_rows allows.
 inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, index_t ldc, index_t rows, index_t cols,
                                float alpha, float beta, bool prefetch_c = false, const float* prefetch_b = nullptr,
                                index_t prefetch_lines = 0) {
-  if (a.row_stride != 0)
-    sgemm_register_block<true>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b, prefetch_lines);
-  else
-    sgemm_register_block<false>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b, prefetch_lines);
+  auto run = [&]<bool kInPlace>() {
+    switch (sgemm_kernel_rows(rows)) {
+      case sgemm_mr / 3:
+        return sgemm_register_block<kInPlace, sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
+                                                            prefetch_b, prefetch_lines);
+      case 2 * sgemm_mr / 3:
+        return sgemm_register_block<kInPlace, 2 * sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
+                                                                prefetch_b, prefetch_lines);
+      default:
+        return sgemm_register_block<kInPlace>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b,
+                                              prefetch_lines);
+    }
+  };
+  if (a.row_stride != 0) run.template operator()<true>();
+  else run.template operator()<false>();
 }
 
 // The register blocks' view of rows [i0, i1) (at most sgemm_mr) of a row-major a over k [p, p + kc): in place
-// when there are sgemm_mr of them; fewer are copied into edge (sgemm_mr * kc floats) with zero rows after
-// them, since the register block reads all sgemm_mr rows.
+// when the register block for that many rows reads exactly them (sgemm_kernel_rows); other counts are copied
+// into edge (sgemm_mr * kc floats) with zero rows after them up to the rows the register block reads.
 inline APanel sgemm_rows_in_place(const float* a, index_t lda, index_t i0, index_t i1, index_t p, index_t kc,
                                   float* edge) {
-  if (i1 - i0 == sgemm_mr) return {a + i0 * lda + p, lda};
-  for (index_t i = 0; i < sgemm_mr; ++i) {
+  if (i1 - i0 == sgemm_kernel_rows(i1 - i0)) return {a + i0 * lda + p, lda};
+  for (index_t i = 0; i < sgemm_kernel_rows(i1 - i0); ++i) {
     if (i0 + i < i1) std::memcpy(edge + i * kc, a + (i0 + i) * lda + p, sizeof(float) * static_cast<std::size_t>(kc));
     else std::memset(edge + i * kc, 0, sizeof(float) * static_cast<std::size_t>(kc));
   }
