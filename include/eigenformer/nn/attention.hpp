@@ -474,6 +474,15 @@ void attention_rows_streaming(const Tensor<T, 2>& q, index_t q0, const Tensor<T,
     auto s = view2(tile.storage(), tile.data(), rows, nk, kb, 1);
     backend::gemm(q, k.narrow(0, k0, nk).t(), s, scale_in_product ? T(1) / rule.divisor : T(1), T(0), {},
                   backend::Tiling::calling_thread);
+    // A mask with one row for all queries (a key padding mask) that hides none of this block's keys is
+    // skipped for the whole block instead of tested key by key in every row: BERT's all-ones attention mask
+    // cost 2% of its batch-1 forward that way.
+    bool block_masked = mask.p != nullptr;
+    if (block_masked && mask.rs == 0) {
+      const bool* m = mask.p + k0 * mask.cs;
+      block_masked = false;
+      for (index_t j = 0; j < nk && !block_masked; ++j) block_masked = !m[j * mask.cs];
+    }
     for (index_t i = 0; i < rows; ++i) {
       T* srow = tile.data() + i * kb;
       Eigen::Map<Arr> sr(srow, nk);
@@ -481,7 +490,7 @@ void attention_rows_streaming(const Tensor<T, 2>& q, index_t q0, const Tensor<T,
       // Masked keys: the causal ones from `hidden` on (only where the block crosses this row's diagonal),
       // and the padding the mask hides before that.
       const index_t hidden = rule.causal ? std::clamp<index_t>(q0 + i + rule.causal_offset + 1 - k0, 0, nk) : nk;
-      const bool* m = mask.p ? mask.p + (q0 + i) * mask.rs + k0 * mask.cs : nullptr;
+      const bool* m = block_masked ? mask.p + (q0 + i) * mask.rs + k0 * mask.cs : nullptr;
       auto fill_masked_keys = [&](T value) {
         std::fill(srow + hidden, srow + nk, value);
         if (m)
