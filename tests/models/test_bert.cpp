@@ -374,9 +374,14 @@ TEST_CASE("BERT: inference gives the same bits on 1 and 2 threads, and training 
   const auto two = m.forward(ids, mask);
   ef::set_num_threads(before);
   CHECK(ef::equal(one, two));
-  // The inference path fuses the intermediate activation into its gemm; the recording path does not. With
-  // dropout 0 both compute the same function (same bits: the epilogue applies the layer's own expression).
+  // With dropout 0 both modes compute the same function by different routes: inference fuses the activation
+  // into its gemm and streams attention (a running softmax over key blocks, exp vectorised), the recording
+  // path materialises the weights and takes the tensor softmax. Only rounding differs, a few float ulps a
+  // layer; after this model's two layers and LayerNorms a -march=native AVX-512 build (GCC 12.2, AMD Zen 5)
+  // differed by up to 4e-6 relative on outputs of size ~2 (the portable build by less than 1e-6). rtol 1e-5
+  // allows that with 2.5x to spare and still fails on any real difference, such as a mask or a bias applied
+  // in one path only (differences of 1e-2 or more).
   m.train();
   const auto recorded = m.forward(ids, mask);
-  check_tensors_close(recorded, one, 0.0, 1e-6, "training-mode forward without dropout");
+  check_tensors_close(recorded, one, 1e-5, 1e-6, "training-mode forward without dropout");
 }
