@@ -4,9 +4,9 @@
 // 0.55-0.95x of oneDNN and OpenBLAS at the transformer shapes (bench/bench_gemm.cpp); it is weakest on the
 // weight gradients g^T x, whose transposed left operand it packs slowly, and it zeroes c before a
 // beta = 0 product. This kernel follows the usual packed design (Goto and van de Geijn, "Anatomy of
-// high-performance matrix multiplication", 2008): panels of b, and of a when it is column-major, are copied
-// into the order the register-blocked inner loop reads them, so transposed operands cost one copy; a
-// row-major a is read where it lies (see APanel).
+// high-performance matrix multiplication", 2008): panels of b are copied into the order the register-blocked
+// inner loop reads them, so a transposed b costs one copy; a is read where it lies, row- or column-major
+// (see APanel).
 //
 // Bits: element (i, j) of a product is, for each block of sgemm_kc consecutive k in order,
 // acc = fma(a(i,k), b(k,j), acc) from acc = 0 in order of k, then c = beta c + alpha acc for the first
@@ -167,16 +167,19 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
   }
 }
 
-// Where the register block reads its sgemm_mr rows of a over kc steps of k: a packed panel (row_stride 0;
-// a(i, p) at data[p * sgemm_mr + i], sgemm_pack_a's order) or rows of a row-major a in place (a(i, p) at
-// data[i * row_stride + p]). Row-major activations are read in place: transposing them into panels cost
+// Where the register block reads its rows of a over kc steps of k. Rows of a row-major a in place
+// (row_stride != 0: a(i, p) at data[i * row_stride + p]), or column by column (row_stride 0: a(i, p) at
+// data[p * k_step + i]), which is a column-major a in place (k_step its column stride) or a panel packed by
+// sgemm_pack_a (k_step sgemm_mr). Row-major activations are read in place: transposing them into panels cost
 // 4% of BERT-base's batch-8 forward and, shared between threads, a wait for every thread before the
 // products could start; on an AMD Zen 5 packed-weight products ran 3-19% faster on 2 threads without it
-// (bench/README.md, "nineteenth session"). Column-major a (a weight gradient's g^T) is still packed: its
-// panels are plain copies.
+// (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
+// step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
+// gradient on 2 threads, which runs 1.2-1.3x faster in place (bench/README.md, "twentieth session").
 struct APanel {
   const float* data;
   index_t row_stride;
+  index_t k_step = sgemm_mr;
 };
 
 // The register block: c[0:rows, 0:cols] = beta c + alpha (a_panel b_panel) over kc, with beta == 0
@@ -239,7 +242,7 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
 #pragma GCC unroll 4
       for (int q = 0; q < bases; ++q) ++row_base[q];
     } else {
-      a += sgemm_mr;
+      a += a_panel.k_step;
     }
   }
   const typename V::reg va = V::set1(alpha), vb = V::set1(beta);
@@ -271,8 +274,8 @@ inline constexpr int sgemm_kernel_rows(index_t rows) {
   return rows > 2 * sgemm_mr / 3 ? sgemm_mr : rows > sgemm_mr / 3 ? 2 * sgemm_mr / 3 : sgemm_mr / 3;
 }
 
-// The register block for `rows` rows of c (at most sgemm_mr): a in place (a.row_stride != 0) or packed, and
-// as few rows of a multiplied as sgemm_kernel_rows allows.
+// The register block for `rows` rows of c (at most sgemm_mr): a read row by row (a.row_stride != 0) or column
+// by column, and as few rows of a multiplied as sgemm_kernel_rows allows.
 inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, index_t ldc, index_t rows, index_t cols,
                                float alpha, float beta, bool prefetch_c = false, const float* prefetch_b = nullptr,
                                index_t prefetch_lines = 0) {
@@ -308,8 +311,8 @@ inline APanel sgemm_rows_in_place(const float* a, index_t lda, index_t i0, index
 
 // c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
 // or column-major with the given row (column) stride; on the calling thread. Each k block of b's column block
-// is packed, then each row block of a column-major a (row-major a is read in place), and the register block
-// walks them. Products with a packed weight (a PackedMatrix) take sgemm_both_packed_block instead, which feeds
+// is packed and the register blocks walk it, reading a in place (only a short last panel of a is copied).
+// Products with a packed weight (a PackedMatrix) take sgemm_both_packed_block instead, which feeds
 // the register block the same panels in the same order, hence the same bits.
 inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
                          const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
@@ -343,12 +346,19 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
                                  std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
           continue;
         }
-        sgemm_pack_a(a_at(ic, pc), lda, mc, kc, ap);
+        // Column-major a in place too, column by column; a short last panel whose register block would read
+        // rows past the block is packed alone, with zero rows, once a k block.
+        const index_t whole = mc / sgemm_mr * sgemm_mr, left = mc - whole;
+        APanel edge{a_at(ic + whole, pc), 0, lda};
+        if (left > 0 && left != sgemm_kernel_rows(left)) {
+          sgemm_pack_a(a_at(ic + whole, pc), lda, left, kc, ap);
+          edge = APanel{ap, 0};
+        }
         for (index_t jr = 0; jr < nc; jr += sgemm_nr)
           for (index_t ir = 0; ir < mc; ir += sgemm_mr)
-            sgemm_micro_kernel(kc, APanel{ap + ir * kc, 0}, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
-                               std::min<index_t>(sgemm_mr, mc - ir), std::min<index_t>(sgemm_nr, nc - jr), alpha,
-                               block_beta, prefetch_c);
+            sgemm_micro_kernel(kc, ir < whole ? APanel{a_at(ic + ir, pc), 0, lda} : edge, bp + jr * kc,
+                               c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
+                               std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
       }
     }
   }
