@@ -175,7 +175,8 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
 // products could start; on an AMD Zen 5 packed-weight products ran 3-19% faster on 2 threads without it
 // (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
 // step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
-// gradient on 2 threads, which runs 1.2-1.3x faster in place (bench/README.md, "twentieth session").
+// gradient's samples on 2 threads; in place it takes 0.95 of the time on 2 threads and 0.91 on 1 (AMD Zen 5,
+// bench/README.md, "twentieth session").
 struct APanel {
   const float* data;
   index_t row_stride;
