@@ -161,11 +161,11 @@ namespace backend {
 
 namespace detail {
 
-// ---- products with a packed weight: a packed once, blocks of c handed out on the pool ----
+// ---- products with a packed weight: blocks of c handed out on the pool ----
 //
 // One tile a thread, each packing its own rows of a, left a thread that the host had paused holding its whole
-// share while the other waited. Here all threads pack a once between them, then take blocks of c one at a
-// time, whichever thread is free: in busy minutes on a shared VM (up to 37% of the CPU time stolen) two-thread
+// share while the other waited. Here a is read in place (either layout, sgemm_a_panel) and the threads take
+// blocks of c one at a time, whichever thread is free: in busy minutes on a shared VM (up to 37% of the CPU time stolen) two-thread
 // BERT-base forwards took 200 ms at batch 1 and 1520 at batch 8 against 268 and 2479 with a tile a thread, and
 // the same in quiet minutes (bench/README.md, "10 ms, and blocks handed out one at a time"). Only where b is
 // packed already: packing a whole b the same way (for products without a packed weight) wrote it out of L2 and
@@ -177,8 +177,6 @@ namespace detail {
 inline constexpr index_t shared_block_rows = 21 * 12;
 // Blocks a thread, about: enough that the others take over a stalled thread's share.
 inline constexpr index_t shared_blocks_per_thread = 8;
-// Row panels (of sgemm_mr rows of a) a packing chunk, within one k block.
-inline constexpr index_t shared_pack_panels = 4;
 
 inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 
@@ -193,19 +191,6 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
     if (on_pool) parallel_for(count, 1, body);
     else body(index_t{0}, count);
   };
-  // Row-major a is read in place by the register blocks; column-major a (rare here: a transposed input) is
-  // packed whole first, by all threads between them.
-  std::shared_ptr<float[]> packed_a;
-  if (a_col_major) {
-    const index_t a_chunks_per_block = ceil_div(sgemm_padded_rows(m) / sgemm_mr, shared_pack_panels);
-    packed_a = eigenformer::detail::allocate<float>(sgemm_padded_rows(m) * k);
-    for_each(ceil_div(k, sgemm_kc) * a_chunks_per_block, [&](index_t begin, index_t end) {
-      for (index_t t = begin; t < end; ++t)
-        sgemm_pack_a_rows(a, lda, m, k, (t / a_chunks_per_block) * sgemm_kc,
-                          (t % a_chunks_per_block) * shared_pack_panels * sgemm_mr, shared_pack_panels * sgemm_mr,
-                          packed_a.get());
-    });
-  }
   const index_t row_blocks = ceil_div(m, shared_block_rows);
   const index_t block_rows = sgemm_padded_rows(ceil_div(m, row_blocks));
   const index_t col_panels = ceil_div(n, sgemm_nr);
@@ -218,8 +203,7 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
     for (index_t t = begin; t < end; ++t) {
       const index_t r0 = (t % row_blocks) * block_rows, r1 = std::min(m, r0 + block_rows);
       const index_t c0 = (t / row_blocks) * group_panels * sgemm_nr, c1 = std::min(n, c0 + group_panels * sgemm_nr);
-      sgemm_both_packed_block(m, k, alpha, a_col_major ? packed_a.get() : a, a_col_major ? 0 : lda, packed_b,
-                              padded_cols, r0, r1, c0, c1, beta, c, ldc);
+      sgemm_both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc);
       apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
     }
   });

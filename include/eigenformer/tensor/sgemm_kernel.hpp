@@ -297,14 +297,22 @@ inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, i
   else run.template operator()<false>();
 }
 
-// The register blocks' view of rows [i0, i1) (at most sgemm_mr) of a row-major a over k [p, p + kc): in place
-// when the register block for that many rows reads exactly them (sgemm_kernel_rows); other counts are copied
-// into edge (sgemm_mr * kc floats) with zero rows after them up to the rows the register block reads.
-inline APanel sgemm_rows_in_place(const float* a, index_t lda, index_t i0, index_t i1, index_t p, index_t kc,
-                                  float* edge) {
-  if (i1 - i0 == sgemm_kernel_rows(i1 - i0)) return {a + i0 * lda + p, lda};
-  for (index_t i = 0; i < sgemm_kernel_rows(i1 - i0); ++i) {
-    if (i0 + i < i1) std::memcpy(edge + i * kc, a + (i0 + i) * lda + p, sizeof(float) * static_cast<std::size_t>(kc));
+// The register blocks' view of rows [i0, i1) (at most sgemm_mr) of a over k [p, p + kc), a row- or
+// column-major with stride lda: in place when the register block for that many rows reads exactly them
+// (sgemm_kernel_rows, always so for a whole panel); other counts, a matrix's short last panel, are copied into
+// edge (sgemm_mr * kc floats) with zero rows after them up to the rows the register block reads. Callers copy
+// that panel once a k block, not once for every panel of b.
+inline APanel sgemm_a_panel(bool a_col_major, const float* a, index_t lda, index_t i0, index_t i1, index_t p,
+                            index_t kc, float* edge) {
+  const index_t rows = i1 - i0;
+  if (rows == sgemm_kernel_rows(rows))
+    return a_col_major ? APanel{a + i0 + p * lda, 0, lda} : APanel{a + i0 * lda + p, lda};
+  if (a_col_major) {
+    sgemm_pack_a(a + i0 + p * lda, lda, rows, kc, edge);
+    return {edge, 0};
+  }
+  for (index_t i = 0; i < sgemm_kernel_rows(rows); ++i) {
+    if (i < rows) std::memcpy(edge + i * kc, a + (i0 + i) * lda + p, sizeof(float) * static_cast<std::size_t>(kc));
     else std::memset(edge + i * kc, 0, sizeof(float) * static_cast<std::size_t>(kc));
   }
   return {edge, kc};
@@ -319,14 +327,12 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
                          const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
                          index_t ldc) {
   static thread_local SgemmScratch a_scratch, b_scratch;
-  const index_t mc_max = std::min<index_t>(sgemm_mc, (rows + sgemm_mr - 1) / sgemm_mr * sgemm_mr);
   const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
   const index_t kc_max = std::min<index_t>(sgemm_kc, k);
-  float* ap = a_scratch.get(static_cast<std::size_t>(mc_max * kc_max));
+  float* edge = a_scratch.get(static_cast<std::size_t>(sgemm_mr * kc_max));
   float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
   // Above ~2 MB (this machine kind's L2 a core) the output no longer stays cached from one k block to the next.
   const bool prefetch_c = rows * cols > (index_t{1} << 19);
-  auto a_at = [&](index_t i, index_t p) { return a_col_major ? a + i + p * lda : a + i * lda + p; };
   auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
   for (index_t jc = 0; jc < cols; jc += sgemm_nc) {
     const index_t nc = std::min<index_t>(sgemm_nc, cols - jc);
@@ -336,70 +342,42 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
       sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
       for (index_t ic = 0; ic < rows; ic += sgemm_mc) {
         const index_t mc = std::min<index_t>(sgemm_mc, rows - ic);
-        if (!a_col_major) {
-          // A short last panel is copied once here, not once for every panel of b.
-          const index_t whole = mc / sgemm_mr * sgemm_mr;
-          const APanel edge = whole < mc ? sgemm_rows_in_place(a, lda, ic + whole, ic + mc, pc, kc, ap) : APanel{};
-          for (index_t jr = 0; jr < nc; jr += sgemm_nr)
-            for (index_t ir = 0; ir < mc; ir += sgemm_mr)
-              sgemm_micro_kernel(kc, ir < whole ? APanel{a_at(ic + ir, pc), lda} : edge, bp + jr * kc,
-                                 c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
-                                 std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
-          continue;
-        }
-        // Column-major a in place too, column by column; a short last panel whose register block would read
-        // rows past the block is packed alone, with zero rows, once a k block.
-        const index_t whole = mc / sgemm_mr * sgemm_mr, left = mc - whole;
-        APanel edge{a_at(ic + whole, pc), 0, lda};
-        if (left > 0 && left != sgemm_kernel_rows(left)) {
-          sgemm_pack_a(a_at(ic + whole, pc), lda, left, kc, ap);
-          edge = APanel{ap, 0};
-        }
+        const index_t whole = mc / sgemm_mr * sgemm_mr;
+        const APanel edge_panel =
+            whole < mc ? sgemm_a_panel(a_col_major, a, lda, ic + whole, ic + mc, pc, kc, edge) : APanel{};
         for (index_t jr = 0; jr < nc; jr += sgemm_nr)
           for (index_t ir = 0; ir < mc; ir += sgemm_mr)
-            sgemm_micro_kernel(kc, ir < whole ? APanel{a_at(ic + ir, pc), 0, lda} : edge, bp + jr * kc,
-                               c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
-                               std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
+            sgemm_micro_kernel(
+                kc, ir < whole ? sgemm_a_panel(a_col_major, a, lda, ic + ir, ic + ir + sgemm_mr, pc, kc, nullptr) : edge_panel,
+                bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
+                std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
       }
     }
   }
 }
 
-// A column-major a (rows x k) packed whole, for products whose b is packed too, so that any thread may compute
-// any block of c from it: k block pc (kc = min(sgemm_kc, k - pc)) at out + pc * padded_rows, in sgemm_pack_a's
-// panel order; padded_rows is rows rounded up to whole panels of sgemm_mr. This packs rows [r0, r0 + count) of
-// one k block (r0 a multiple of sgemm_mr), so that several threads can share the packing.
+// rows rounded up to whole panels of sgemm_mr.
 inline index_t sgemm_padded_rows(index_t rows) { return (rows + sgemm_mr - 1) / sgemm_mr * sgemm_mr; }
-inline void sgemm_pack_a_rows(const float* a, index_t lda, index_t rows, index_t k, index_t pc, index_t r0,
-                              index_t count, float* out) {
-  const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
-  sgemm_pack_a(a + r0 + pc * lda, lda, std::min(count, rows - r0), kc, out + pc * sgemm_padded_rows(rows) + r0 * kc);
-}
 
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
 // b packed beforehand (a PackedMatrix's data: k block pc at packed_b + pc * padded_cols, in sgemm_pack_b's
-// panel order over all columns) and a either row-major, read in place (a_row_stride its row stride), or packed
-// whole by sgemm_pack_a_rows (a_row_stride 0). r0 and c0 start whole panels. The same register blocks over the
-// same panels as sgemm_packed, so the same bits.
-inline void sgemm_both_packed_block(index_t rows, index_t k, float alpha, const float* a, index_t a_row_stride,
+// panel order over all columns) and a row- or column-major (stride lda), read in place. r0 and c0 start whole
+// panels. The same register blocks over the same panels as sgemm_packed, so the same bits.
+inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc) {
   static thread_local SgemmScratch edge_scratch;
-  const index_t padded_rows = sgemm_padded_rows(rows);
   const bool prefetch_c = (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
-  const bool in_place = a_row_stride != 0;
-  // Read in place, the rows from `whole` on (fewer than a panel, the matrix's last) are copied once a k block.
-  const index_t whole = in_place ? r0 + (r1 - r0) / sgemm_mr * sgemm_mr : r1;
+  const index_t whole = r0 + (r1 - r0) / sgemm_mr * sgemm_mr;
   float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
   const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
   for (index_t pc = 0; pc < k; pc += sgemm_kc) {
     const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
     const float block_beta = pc == 0 ? beta : 1.0f;
     const float* bp = packed_b + pc * padded_cols;
-    const APanel edge_panel = edge ? sgemm_rows_in_place(a, a_row_stride, whole, r1, pc, kc, edge) : APanel{};
+    const APanel edge_panel = edge ? sgemm_a_panel(a_col_major, a, lda, whole, r1, pc, kc, edge) : APanel{};
     auto a_panel = [&](index_t ir) {
-      if (!in_place) return APanel{a + pc * padded_rows + ir * kc, 0};
-      return ir < whole ? APanel{a + ir * a_row_stride + pc, a_row_stride} : edge_panel;
+      return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ir, ir + sgemm_mr, pc, kc, nullptr) : edge_panel;
     };
     for (index_t jr = c0; jr < c1; jr += sgemm_nr) {
       // The next panel of b (this k block's next column panel, else the next k block's first), a slice of it
@@ -437,8 +415,7 @@ inline constexpr index_t sgemm_kc = 256;
 // Never called in this build (nothing is packed without the kernel), but named by code of packed_matrix.hpp.
 inline void sgemm_pack_b(const float*, bool, index_t, index_t, index_t, float*) {}
 inline index_t sgemm_padded_rows(index_t rows) { return rows; }
-inline void sgemm_pack_a_rows(const float*, index_t, index_t, index_t, index_t, index_t, index_t, float*) {}
-inline void sgemm_both_packed_block(index_t, index_t, float, const float*, index_t, const float*, index_t, index_t,
+inline void sgemm_both_packed_block(index_t, float, bool, const float*, index_t, const float*, index_t, index_t,
                                     index_t, index_t, index_t, float, float*, index_t) {}
 #endif
 
