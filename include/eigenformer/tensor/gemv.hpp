@@ -186,11 +186,13 @@ inline constexpr index_t gemv_block_cols = 4096 / M / 64 * 64;
 
 // Asks for the cache line at p ahead of its use. A decoding step's products read each weight once, a
 // thread's share one contiguous stretch, and on an AMD Zen 5 the hardware prefetchers alone kept a core well
-// below the memory's read rate for the bfloat16 kernels (GPT-2 small's tied LM head, 77 MB: 1.8-2.0 ms, half
-// the rate of the same matrix in float). Asking a fixed distance ahead (below) made the bfloat16 LM head
-// 1.3-1.4 ms, the float one 0.7-0.8x its time, and the bfloat16 block weights 0.8-0.9x (throwaway driver
-// of GPT-2 small's 49 decode products, 2 threads). The address is formed as an integer: near the end of b
-// it lies past the allocation, which a prefetch may name (it never faults) but a pointer may not.
+// below the memory's read rate for the bfloat16 kernels (GPT-2 small's tied LM head, 77 MB: 1.7-2.1 ms, about
+// the time of the same matrix in float, twice the bytes). Asking a fixed distance ahead (below) made the
+// bfloat16 LM head 1.25-1.42 ms, the float one 0.76-0.80x its time, and the bfloat16 block weights 0.7-0.95x
+// (throwaway driver of GPT-2 small's 49 decode products, 2 threads, a noisy host). With AVX2 a step reads
+// half a cache line, so every line is asked for twice: an instruction more, not a memory access (not timed). The
+// address is formed as an integer: near the end of b it lies past the allocation, which a prefetch may name
+// (it never faults) but a pointer may not.
 template <class W>
 inline void gemv_prefetch(const W* p, index_t ahead) {
 #if defined(EIGENFORMER_GEMV_SIMD)
