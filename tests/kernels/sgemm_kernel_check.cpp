@@ -222,7 +222,10 @@ TEST_CASE("products with a packed weight have the bits of the unpacked product f
                                    {40, 3 * sgemm_nr + 5, sgemm_kc + 1}, {130, 70, 2 * sgemm_kc + 3},
                                    {64, ef::backend::detail::sgemm_nc + 9, 33},       {200, 96, 64},
                                    // more rows than one block of the pool's shared-a path takes
-                                   {ef::backend::detail::shared_block_rows + 49, 70, sgemm_kc + 5}};
+                                   {ef::backend::detail::shared_block_rows + 49, 70, sgemm_kc + 5},
+                                   // 4 row blocks over 2-3 column groups: the staggered order of the blocks
+                                   // must still compute each once (beta below would count a block twice)
+                                   {3 * ef::backend::detail::shared_block_rows + 5, 5 * sgemm_nr + 3, 40}};
   const int saved = ef::get_num_threads();
   std::size_t ran = 0;
   for (const auto& s : shapes)
