@@ -128,7 +128,8 @@ TEST_CASE("packed sgemm: a column-major a whose columns lie 4 KB apart gives the
     for (const float beta : {0.0f, 0.5f}) {
       const index_t aliased_ld = 1024, plain_ld = s.m + 3;
       REQUIRE(s.m <= aliased_ld);
-      std::vector<float> aliased(static_cast<std::size_t>(aliased_ld * s.k)), plain(static_cast<std::size_t>(plain_ld * s.k));
+      std::vector<float> aliased(static_cast<std::size_t>(aliased_ld * s.k));
+      std::vector<float> plain(static_cast<std::size_t>(plain_ld * s.k));
       for (index_t p = 0; p < s.k; ++p)
         for (index_t i = 0; i < s.m; ++i) aliased[p * aliased_ld + i] = plain[p * plain_ld + i] = uniform(gen);
       const Operand b = random_operand(s.k, s.n, true, gen);

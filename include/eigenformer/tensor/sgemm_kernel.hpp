@@ -48,7 +48,7 @@ inline constexpr int sgemm_nr = 16;
 // (1024 floats: a weight gradient g^T x with 1024 or 3072 hidden units). Read in place, such a panel's kc
 // columns all fall in one set of the L1 cache (64 sets of 64 bytes), which holds 8-12 of them. With AVX2 on
 // an AMD Zen 5 (GCC -march=znver3), 1024 x 256 x 2048 ran at 136-138 GFLOP/s in place on 2 threads against
-// 175-183 copied (OpenBLAS's Haswell kernel 173); 512 x 128 x 768 (2 KB apart) ran at 187 in place against
+// 172-183 copied (OpenBLAS's Haswell kernel 173-177); 512 x 128 x 768 (2 KB apart) ran at 187 in place against
 // 176 copied. With AVX-512, twice the multiply-adds a step of k hide the misses: copying was slower at both
 // shapes (361-364 against 370-381 and 308-320 against 377-393 GFLOP/s), so it stays in place.
 inline constexpr bool sgemm_copy_aliased_a = sgemm_mr == 6;
@@ -186,7 +186,7 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
 // (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
 // step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
 // gradient's samples on 2 threads; in place it takes 0.95 of the time on 2 threads and 0.91 on 1 (AMD Zen 5,
-// bench/README.md, "twentieth session").
+// bench/README.md, "twentieth session"). The exception: under AVX2, columns 4 KB apart (sgemm_copy_aliased_a).
 struct APanel {
   const float* data;
   index_t row_stride;
@@ -341,7 +341,7 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
   const index_t kc_max = std::min<index_t>(sgemm_kc, k);
   const bool copy_a = sgemm_copy_aliased_a && a_col_major && lda % 1024 == 0;
   // The copy of a's block when copy_a, else room for a short last panel.
-  float* edge = a_scratch.get(static_cast<std::size_t>((copy_a ? sgemm_mc : sgemm_mr) * kc_max));
+  float* a_buffer = a_scratch.get(static_cast<std::size_t>((copy_a ? sgemm_mc : sgemm_mr) * kc_max));
   float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
   // Above ~2 MB (this machine kind's L2 a core) the output no longer stays cached from one k block to the next.
   const bool prefetch_c = rows * cols > (index_t{1} << 19);
@@ -355,12 +355,12 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
       for (index_t ic = 0; ic < rows; ic += sgemm_mc) {
         const index_t mc = std::min<index_t>(sgemm_mc, rows - ic);
         const index_t whole = mc / sgemm_mr * sgemm_mr;
-        if (copy_a) sgemm_pack_a(a + ic + pc * lda, lda, mc, kc, edge);
+        if (copy_a) sgemm_pack_a(a + ic + pc * lda, lda, mc, kc, a_buffer);
         const APanel edge_panel = whole < mc && !copy_a
-                                      ? sgemm_a_panel(a_col_major, a, lda, ic + whole, ic + mc, pc, kc, edge)
+                                      ? sgemm_a_panel(a_col_major, a, lda, ic + whole, ic + mc, pc, kc, a_buffer)
                                       : APanel{};
         auto a_panel = [&](index_t ir) {
-          if (copy_a) return APanel{edge + ir * kc, 0};
+          if (copy_a) return APanel{a_buffer + ir * kc, 0};
           return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ic + ir, ic + ir + sgemm_mr, pc, kc, nullptr)
                             : edge_panel;
         };
