@@ -190,9 +190,9 @@ inline constexpr index_t gemv_block_cols = 4096 / M / 64 * 64;
 // the time of the same matrix in float, twice the bytes). Asking a fixed distance ahead (below) made the
 // bfloat16 LM head 1.25-1.42 ms, the float one 0.76-0.80x its time, and the bfloat16 block weights 0.7-0.95x
 // (throwaway driver of GPT-2 small's 49 decode products, 2 threads, a noisy host). With AVX2 a step reads
-// half a cache line, so every line is asked for twice: an instruction more, not a memory access (not timed). The
-// address is formed as an integer: near the end of b it lies past the allocation, which a prefetch may name
-// (it never faults) but a pointer may not.
+// half a cache line, so every line is asked for twice: an instruction more, not a memory access (not
+// timed). The address is formed as an integer: near the end of b it lies past the allocation, which a
+// prefetch may name (it never faults) but a pointer may not.
 template <class W>
 inline void gemv_prefetch(const W* p, index_t ahead) {
 #if defined(EIGENFORMER_GEMV_SIMD)
