@@ -17,7 +17,8 @@
 //   --show-top K        print the K most probable next tokens after the prompt, one per line as
 //                       id<TAB>probability<TAB>token (token spelled as in vocab.json, "Ġthe" for " the"),
 //                       most probable first, and exit
-//   --threads N         threads for the products and loops (default: EIGENFORMER_NUM_THREADS, else every core)
+//   --threads N         threads for the products and loops (default: EIGENFORMER_NUM_THREADS, else the CPUs
+//                       this process may use: its affinity mask, capped by a cgroup CPU quota)
 //   --dtype fp32|bf16   how the weight matrices are stored (default fp32). bf16 rounds every Conv1D weight and
 //                       the tied wte to bfloat16 (as model.to(torch.bfloat16) would) and decodes from bfloat16
 //                       copies, half the bytes to stream per token; the arithmetic stays float32

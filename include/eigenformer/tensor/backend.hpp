@@ -7,7 +7,8 @@
 //   - parallel_for(n, grain, body) calls body(begin, end) on disjoint ranges covering [0, n). The ranges
 //     depend only on n and grain, never on the thread count, and no reduction is split across calls, so
 //     results are bit-identical for every thread count.
-//   - set_num_threads(n) / EIGENFORMER_NUM_THREADS choose the pool size (default: the machine's cores).
+//   - set_num_threads(n) / EIGENFORMER_NUM_THREADS choose the pool size (default: the CPUs this process may
+//     use, available_cpus.hpp).
 //
 // Threads: one process-wide pool, started on first use, of get_num_threads() - 1 workers; the calling
 // thread works too. Only one parallel_for owns the pool at a time. Another user thread that calls in
@@ -37,6 +38,7 @@
 #include <immintrin.h>
 #endif
 
+#include "eigenformer/tensor/available_cpus.hpp"
 #include "eigenformer/tensor/creation.hpp"
 #include "eigenformer/tensor/gemv.hpp"
 #include "eigenformer/tensor/onednn_gemm.hpp"
@@ -56,8 +58,7 @@ inline int default_num_threads() {
     const int v = std::atoi(env);
     if (v > 0) return v;
   }
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc == 0 ? 1 : static_cast<int>(hc);
+  return available_cpus();
 }
 // Atomic: set_num_threads may run on one thread while another is inside a parallel_for.
 inline std::atomic<int>& num_threads_setting() {
