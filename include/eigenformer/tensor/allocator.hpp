@@ -25,10 +25,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
+
+#include "eigenformer/tensor/environment.hpp"
 
 namespace eigenformer {
 
@@ -157,12 +160,9 @@ class BlockCache {
       : limit_(allocator_cache_available ? limit : 0), published_limit_(limit_) {}
 
   static std::size_t limit_from_environment() {
-    const char* text = std::getenv("EIGENFORMER_ALLOCATOR_CACHE_BYTES");
-    if (text == nullptr || *text == '\0') return default_allocator_cache_limit;
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    // A malformed value keeps the default rather than throwing from inside the first allocation.
-    return (end != nullptr && *end == '\0') ? static_cast<std::size_t>(value) : default_allocator_cache_limit;
+    const auto bytes = environment_integer("EIGENFORMER_ALLOCATOR_CACHE_BYTES", 0, std::numeric_limits<long long>::max(),
+                                           "the default, 536870912 (512 MiB)");
+    return bytes ? static_cast<std::size_t>(*bytes) : default_allocator_cache_limit;
   }
 
 

@@ -40,6 +40,7 @@
 
 #include "eigenformer/tensor/available_cpus.hpp"
 #include "eigenformer/tensor/creation.hpp"
+#include "eigenformer/tensor/environment.hpp"
 #include "eigenformer/tensor/gemv.hpp"
 #include "eigenformer/tensor/onednn_gemm.hpp"
 #include "eigenformer/tensor/sgemm_kernel.hpp"
@@ -54,10 +55,9 @@ namespace eigenformer {
 
 namespace detail {
 inline int default_num_threads() {
-  if (const char* env = std::getenv("EIGENFORMER_NUM_THREADS")) {
-    const int v = std::atoi(env);
-    if (v > 0) return v;
-  }
+  // The pool makes a thread for each; far more than any machine has CPUs is a typo.
+  if (const auto n = environment_integer("EIGENFORMER_NUM_THREADS", 1, 4096, "the CPUs this process may use"))
+    return static_cast<int>(*n);
   return available_cpus();
 }
 // Atomic: set_num_threads may run on one thread while another is inside a parallel_for.
@@ -148,12 +148,9 @@ namespace detail {
 inline constexpr long default_spin_microseconds = 10000;
 inline std::chrono::microseconds spin_duration() {
   static const std::chrono::microseconds duration = [] {
-    if (const char* text = std::getenv("EIGENFORMER_SPIN_US")) {
-      char* end = nullptr;
-      const long value = std::strtol(text, &end, 10);
-      if (end != text && *end == '\0' && value >= 0) return std::chrono::microseconds(value);
-    }
-    return std::chrono::microseconds(default_spin_microseconds);
+    // At most an hour: a longer spin only burns the CPU.
+    const auto us = eigenformer::detail::environment_integer("EIGENFORMER_SPIN_US", 0, 3'600'000'000LL, "10000 (10 ms)");
+    return std::chrono::microseconds(us ? *us : default_spin_microseconds);
   }();
   return duration;
 }
