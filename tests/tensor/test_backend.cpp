@@ -6,7 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <numbers>
@@ -15,6 +17,12 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include "support/cases.hpp"
 #include "support/fixtures.hpp"
@@ -403,6 +411,48 @@ TEST_CASE("backend: four user threads computing at once get the single-thread bi
   CHECK(errors == 0);
   CHECK(mismatches == 0);
 }
+
+#if defined(__unix__) || defined(__APPLE__)
+// How many distinct threads ran the chunks of a parallel_for whose 16 chunks each take 2 ms: with a pool of
+// 2, both threads (the caller and one worker) take some.
+static int threads_running_chunks() {
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  ef::backend::parallel_for(16, 1, [&](ef::index_t, ef::index_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::lock_guard<std::mutex> lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  return static_cast<int>(ids.size());
+}
+
+TEST_CASE("backend: a child forked after the pool started runs its loops on the pool's threads and exits") {
+  ThreadCountGuard guard;
+  ef::set_num_threads(2);
+  REQUIRE(threads_running_chunks() == 2);  // the pool and its worker exist before the fork
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child: exit status 10 + the threads of its first loop, and the same bits as the parent's product.
+    const auto a = uniform<float>(ef::Shape<2>{64, 96}, 31), b = uniform<float>(ef::Shape<2>{96, 80}, 32);
+    const int threads = threads_running_chunks();
+    const auto c = ef::matmul(a, b);
+    std::fflush(nullptr);
+    _exit(10 + threads + (c.numel() == 64 * 80 ? 0 : 50));
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int waited_ms = 0; waited_ms < 20000 && done == 0; waited_ms += 10) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+  REQUIRE_MESSAGE(done == pid, "the child did not finish within 20 s");
+  REQUIRE(WIFEXITED(status));
+  CHECK_MESSAGE(WEXITSTATUS(status) == 12, "the child's first loop ran on " << WEXITSTATUS(status) - 10 << " threads");
+  CHECK(threads_running_chunks() == 2);  // the parent's pool still works
+}
+#endif
 
 // The chunked element-wise loops (used above 32768 elements) against the element-by-element definition,
 // on operands that take each path: contiguous, broadcast, transposed.

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <numbers>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,9 @@
 
 #if defined(__SSE2__)
 #include <immintrin.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
 #endif
 
 #include "eigenformer/tensor/available_cpus.hpp"
@@ -197,6 +201,7 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   ~ThreadPool() {
+    alive().store(false);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
@@ -245,7 +250,49 @@ class ThreadPool {
 
  private:
   // Eigen asks for initParallel() before products run on several threads (it settles its cache-size statics).
-  ThreadPool() { Eigen::initParallel(); }
+  ThreadPool() {
+    Eigen::initParallel();
+#if defined(__unix__) || defined(__APPLE__)
+    alive().store(true);
+    pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
+#endif
+  }
+
+  // fork() copies this pool into the child but none of its workers: without the handlers below, the child
+  // (a prefork server's worker, a daemon) ran every loop on its calling thread alone (a 1024 x 1024 x 1024
+  // float product took 17.0-17.2 ms in the child against 8.5-8.7 in its parent on 2 threads, AMD Zen 5; 8.5-9.3
+  // in the child with them) and could inherit mutex_ locked by a worker. Before the fork the pool's lock is taken, so that no
+  // worker holds it at the moment of the copy; in the child the pool forgets the workers it had and starts
+  // new ones at its next parallel_for, as libgomp's and PyTorch's pools do. A fork from inside a
+  // parallel_for's body is not supported: the child then keeps the pool as copied.
+  static std::atomic<bool>& alive() {
+    static std::atomic<bool> flag{false};
+    return flag;
+  }
+  static void before_fork() {
+    if (alive().load()) instance().mutex_.lock();
+  }
+  static void after_fork_in_parent() {
+    if (alive().load()) instance().mutex_.unlock();
+  }
+  static void after_fork_in_child() {
+    if (!alive().load()) return;
+    ThreadPool& pool = instance();
+    // The copy of the lock is held by this thread, the only one the child has; a fresh one is unlocked.
+    new (&pool.mutex_) std::mutex();
+    if (in_parallel_region) return;
+    // Waiters recorded in the condition variables and the workers' thread handles belong to threads the
+    // child does not have. A joinable std::thread cannot be destroyed, so the handles are leaked on purpose.
+    new (&pool.wake_) std::condition_variable();
+    new (&pool.idle_) std::condition_variable();
+    new std::vector<std::thread>(std::move(pool.workers_));
+    pool.workers_.clear();
+    pool.job_ = nullptr;
+    pool.helpers_wanted_ = 0;
+    pool.active_.store(0);
+    // A parallel_for that another thread of the parent was running has no thread left to finish it here.
+    pool.busy_.store(false);
+  }
 
   // Under mutex_. Workers are only ever added: a smaller set_num_threads leaves the extra ones asleep.
   void start_workers(int helpers) {
