@@ -6,9 +6,17 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <thread>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include "support/cases.hpp"
 
@@ -177,3 +185,46 @@ TEST_CASE("allocator: threads allocating and freeing large tensors at once keep 
   for (int id = 0; id < threads; ++id) CHECK_MESSAGE(failures[id] == 0, "thread " << id);
   CHECK(ef::cached_memory_bytes() <= (std::size_t{16} << 20));
 }
+
+#if defined(__unix__) || defined(__APPLE__)
+// A child forked while another thread allocates and frees large blocks (the cache's lock taken and released
+// all the time, and held while it gives blocks back to the system) must still allocate: without the fork
+// handlers some of these children inherited the lock held and waited forever.
+TEST_CASE("allocator: children forked while another thread uses the cache allocate large tensors and exit") {
+  const CacheLimitGuard guard;
+  // Room for one of the two sizes below: every free releases the other size's block, under the lock.
+  ef::set_allocator_cache_limit(large_floats * sizeof(float) * 3 / 2);
+  std::atomic<bool> stop{false};
+  std::thread churn([&stop] {
+    for (std::size_t i = 0; !stop.load(); ++i) {
+      const auto n = static_cast<ef::index_t>(i % 2 ? large_floats : large_floats + large_floats / 4);
+      const auto t = ef::Tensor<float, 1>::empty(ef::Shape<1>{n});
+      (void)t;
+    }
+  });
+  constexpr int children = 40;
+  int exited = 0;
+  for (int i = 0; i < children; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const auto t = ef::full<float>({static_cast<ef::index_t>(large_floats)}, 2.0f);
+      _exit(t.data()[0] == 2.0f ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int waited_ms = 0; waited_ms < 5000 && done == 0; waited_ms += 1) {
+      done = waitpid(pid, &status, WNOHANG);
+      if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    if (done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) ++exited;
+  }
+  stop = true;
+  churn.join();
+  CHECK_MESSAGE(exited == children, exited << " of " << children << " children allocated and exited within 5 s");
+}
+#endif

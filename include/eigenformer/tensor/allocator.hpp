@@ -31,6 +31,10 @@
 #include <unordered_map>
 #include <vector>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
+
 #include "eigenformer/tensor/environment.hpp"
 
 namespace eigenformer {
@@ -157,7 +161,15 @@ class BlockCache {
   };
 
   explicit BlockCache(std::size_t limit)
-      : limit_(allocator_cache_available ? limit : 0), published_limit_(limit_) {}
+      : limit_(allocator_cache_available ? limit : 0), published_limit_(limit_) {
+#if defined(__unix__) || defined(__APPLE__)
+    // fork() while another thread holds the lock would leave the child's copy locked for good, and its next
+    // large allocation waiting forever: the lock is taken around the fork (as glibc's malloc does with its
+    // own), and the child, whose only thread is the one that forked, gets a fresh one.
+    pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
+                   [] { new (&instance().mutex_) std::mutex(); });
+#endif
+  }
 
   static std::size_t limit_from_environment() {
     const auto bytes = environment_integer("EIGENFORMER_ALLOCATOR_CACHE_BYTES", 0, std::numeric_limits<long long>::max(),
