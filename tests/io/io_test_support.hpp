@@ -1,5 +1,5 @@
-// Helpers shared by the checkpoint tests: a scratch directory removed at the end of each test, whole-file
-// reads, and safetensors bytes assembled by hand for the cases no fixture file holds.
+// Helpers shared by the checkpoint tests: whole-file writes, and safetensors bytes assembled by hand for the
+// cases no fixture file holds (the scratch directory and whole-file reads are in support/files.hpp).
 #pragma once
 
 #include <algorithm>
@@ -21,38 +21,6 @@
 namespace eftest {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under the system's temp directory, deleted (with its contents) on destruction.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("eigenformer-io-test-" + std::to_string(rd()) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
-  // Names of the directory's entries, to check that no temporary file was left behind.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
-
 
 inline void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,37 +16,25 @@
 #endif
 
 #include "support/cases.hpp"
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 
 namespace {
 
 using namespace eftest;
-namespace fs = std::filesystem;
 
 // A made-up root holding proc/self/{cgroup,mountinfo} and the cgroup files a case names; removed at the end.
 class FakeCgroupRoot {
  public:
-  FakeCgroupRoot() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("eigenformer-cgroup-test-" + std::to_string(rd()) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~FakeCgroupRoot() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  FakeCgroupRoot(const FakeCgroupRoot&) = delete;
-  FakeCgroupRoot& operator=(const FakeCgroupRoot&) = delete;
-
   void write(const std::string& relative, const std::string& text) const {
-    const fs::path p = path_ / relative;
+    const fs::path p = dir_ / relative;
     fs::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
-  std::string root() const { return path_.string(); }
+  std::string root() const { return dir_.path().string(); }
 
  private:
-  fs::path path_;
+  ScratchDir dir_;
 };
 
 const std::string v2_mount = "30 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";

@@ -4,9 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -43,8 +41,8 @@ class ScopedEnvironment {
 // What f writes to file descriptor 2 while it runs (f's result through `out`).
 template <class F>
 std::string captured_stderr(F&& f) {
-  std::random_device rd;
-  const auto path = std::filesystem::temp_directory_path() / ("eigenformer-stderr-" + std::to_string(rd()));
+  const ScratchDir dir;
+  const auto path = dir / "stderr";
   std::fflush(stderr);
   const int saved = dup(2);
   FILE* file = std::fopen(path.c_str(), "w");
@@ -55,9 +53,7 @@ std::string captured_stderr(F&& f) {
   dup2(saved, 2);
   close(saved);
   std::fclose(file);
-  std::string text = read_bytes(path);
-  std::filesystem::remove(path);
-  return text;
+  return read_bytes(path);
 }
 
 struct EnvironmentCase {

@@ -260,11 +260,11 @@ class ThreadPool {
 
   // fork() copies this pool into the child but none of its workers: without the handlers below, the child
   // (a prefork server's worker, a daemon) ran every loop on its calling thread alone (a 1024 x 1024 x 1024
-  // float product took 17.0-17.2 ms in the child against 8.5-8.7 in its parent on 2 threads, AMD Zen 5; 8.5-9.3
-  // in the child with them) and could inherit mutex_ locked by a worker. Before the fork the pool's lock is taken, so that no
-  // worker holds it at the moment of the copy; in the child the pool forgets the workers it had and starts
-  // new ones at its next parallel_for, as libgomp's and PyTorch's pools do. A fork from inside a
-  // parallel_for's body is not supported: the child then keeps the pool as copied.
+  // float product took 17.0-17.2 ms in the child against 8.5-8.7 in its parent on 2 threads, AMD Zen 5;
+  // 8.5-9.3 in the child with them) and could inherit mutex_ locked by a worker. Before the fork the pool's
+  // lock is taken, so that no worker holds it at the moment of the copy; in the child the pool forgets the
+  // workers it had and starts new ones at its next parallel_for, as libgomp's and PyTorch's pools do. A fork
+  // from inside a parallel_for's body is not supported: the child then keeps the pool as copied.
   static std::atomic<bool>& alive() {
     static std::atomic<bool> flag{false};
     return flag;

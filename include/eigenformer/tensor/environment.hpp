@@ -4,7 +4,7 @@
 // They are read inside the first product or the first large allocation, where an exception would surface far
 // from its cause, so a malformed or out-of-range value is ignored, as libgomp ignores a bad OMP_NUM_THREADS,
 // but never silently: one line on stderr names the variable, its value, the range it takes and what is used
-// instead. ("-5" for a byte count used to become 2^64 - 5 through strtoull, and "2x" threads the default.)
+// instead. ("-5" for a byte count used to become 2^64 - 5 through strtoull, and "2x" threads 2 through atoi.)
 #pragma once
 
 #include <cerrno>
