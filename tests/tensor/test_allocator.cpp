@@ -12,13 +12,8 @@
 #include <thread>
 #include <vector>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <csignal>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
-
 #include "support/cases.hpp"
+#include "support/child_process.hpp"
 
 namespace {
 
@@ -211,17 +206,8 @@ TEST_CASE("allocator: children forked while another thread uses the cache alloca
       const auto t = ef::full<float>({static_cast<ef::index_t>(large_floats)}, 2.0f);
       _exit(t.data()[0] == 2.0f ? 0 : 1);
     }
-    int status = 0;
-    pid_t done = 0;
-    for (int waited_ms = 0; waited_ms < 5000 && done == 0; waited_ms += 1) {
-      done = waitpid(pid, &status, WNOHANG);
-      if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (done == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-    }
-    if (done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) ++exited;
+    const auto status = wait_for_child(pid, std::chrono::milliseconds(5000));
+    if (status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) ++exited;
   }
   stop = true;
   churn.join();

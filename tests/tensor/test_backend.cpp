@@ -18,13 +18,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <csignal>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
-
 #include "support/cases.hpp"
+#include "support/child_process.hpp"
 #include "support/fixtures.hpp"
 #include "support/gemv_check.hpp"
 #include "support/throws.hpp"
@@ -433,21 +428,17 @@ TEST_CASE("backend: a child forked after the pool started runs its loops on the 
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    // The child: exit status 10 + the threads of its first loop, and the same bits as the parent's product.
+    // The child: exit status 10 + the threads of its first loop, plus 50 if a product after it came out the
+    // wrong shape.
     const auto a = uniform<float>(ef::Shape<2>{64, 96}, 31), b = uniform<float>(ef::Shape<2>{96, 80}, 32);
     const int threads = threads_running_chunks();
     const auto c = ef::matmul(a, b);
     std::fflush(nullptr);
     _exit(10 + threads + (c.numel() == 64 * 80 ? 0 : 50));
   }
-  int status = 0;
-  pid_t done = 0;
-  for (int waited_ms = 0; waited_ms < 20000 && done == 0; waited_ms += 10) {
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (done == 0) kill(pid, SIGKILL), waitpid(pid, &status, 0);
-  REQUIRE_MESSAGE(done == pid, "the child did not finish within 20 s");
+  const auto waited = wait_for_child(pid, std::chrono::milliseconds(20000));
+  REQUIRE_MESSAGE(waited.has_value(), "the child did not finish within 20 s");
+  const int status = *waited;
   REQUIRE(WIFEXITED(status));
   CHECK_MESSAGE(WEXITSTATUS(status) == 12, "the child's first loop ran on " << WEXITSTATUS(status) - 10 << " threads");
   CHECK(threads_running_chunks() == 2);  // the parent's pool still works
