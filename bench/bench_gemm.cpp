@@ -129,7 +129,7 @@ void openblas(benchmark::State& state, GemmShape s) {
 #endif
 
 const bool registered = [] {
-  benchmark::AddCustomContext("gemm_library", ef::backend::gemm_library);
+  benchmark::AddCustomContext("gemm_library", ef::backend::gemm_library());
   for (const auto& s : shapes) {
     const std::string name = std::string(s.label) + "_" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
                              std::to_string(s.k) + "_" + s.layout;
@@ -137,7 +137,7 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(("BM_gemm/" + name + "/" + std::to_string(threads)).c_str(), ours, s, threads)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
-    if (ef::backend::detail::packed_weights_supported && std::string(s.layout) == "nt" &&
+    if (ef::backend::detail::packed_weights_supported() && std::string(s.layout) == "nt" &&
         ef::backend::detail::uses_sgemm_kernel<float>(s.m))
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark(("BM_gemm_packed/" + name + "/" + std::to_string(threads)).c_str(), ours_packed, s,

@@ -198,7 +198,7 @@ TEST_CASE("BERT: pack_weights leaves the logits bit for bit, and a weight change
   const auto cls_before = classifier.forward(ids, mask, types);
   mlm.pack_weights();
   classifier.pack_weights();
-  const bool supported = ef::backend::detail::packed_weights_supported;
+  const bool supported = ef::backend::detail::packed_weights_supported();
   const auto& self = mlm.bert.encoder.layer[0].attention.self;
   CHECK((self.packed_qkv_weight() != nullptr) == supported);  // query, key and value side by side ...
   CHECK(self.query.packed_weight() == nullptr);                // ... in place of their own copies

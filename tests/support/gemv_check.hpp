@@ -1,6 +1,6 @@
-// Checks of the few-row products (include/eigenformer/tensor/gemv.hpp), shared by the main test binary
-// (portable build: the scalar loops) and the per-instruction-set kernel binaries (tests/kernels: the AVX2
-// and AVX-512 paths), so every path of the kernels is checked the same way.
+// Checks of the few-row products (include/eigenformer/tensor/gemv.hpp), run by tests/tensor/test_backend.cpp
+// once for each instruction set this CPU has (AVX-512, AVX2, the portable loops), so every path of the
+// kernels is checked the same way.
 //
 // Tolerance: element (i, j) is a K-term dot product in float, in some fixed order, with or without FMA, so
 // it is within gamma_{K+2} sum_k |a_ik b_kj| of the exact value (Higham, Accuracy and Stability, 3.1;

@@ -1,8 +1,8 @@
 // The compute backend: gemm against a double-precision triple loop for every operand layout, alpha/beta,
 // bias and activation; results bit-identical for every thread count (gemm, matmul, softmax, reductions);
 // several user threads sharing the pool; parallel_for's ranges, nesting and exceptions; set_num_threads.
-// The few-row products of decoding (gemv.hpp, support/gemv_check.hpp) and float -> bfloat16 rounding against
-// PyTorch's bits (tests/data/bf16.json, tools/reference/make_bf16_fixtures.py).
+// The few-row products of decoding (gemv.hpp, support/gemv_check.hpp) on each instruction set, and float ->
+// bfloat16 rounding against PyTorch's bits (tests/data/bf16.json, tools/reference/make_bf16_fixtures.py).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -471,8 +471,21 @@ TEST_CASE("backend: element-wise ops on large tensors equal the element-by-eleme
 }
 
 TEST_CASE("backend: products of 1-4 rows (gemv.hpp), float and bfloat16 weights, both layouts, 1-3 threads") {
-  // The portable loops in this binary; tests/kernels builds the same checks for AVX2 and AVX-512.
-  gemv_check::check_products();
+  // Each instruction set this CPU has (AVX-512, AVX2, and the portable loops), chosen as a program would be.
+  const be::CpuIsa saved = be::cpu_isa();
+  std::size_t ran = 0;
+  for (const be::CpuIsa isa : {be::CpuIsa::avx512, be::CpuIsa::avx2, be::CpuIsa::baseline}) {
+    if (static_cast<int>(isa) > static_cast<int>(be::detected_cpu_isa())) continue;
+    const std::string name = be::cpu_isa_name(isa);
+    CAPTURE(name);
+    REQUIRE(be::set_max_cpu_isa(isa) == isa);
+    REQUIRE(be::detail::gemv_kernel().isa == isa);
+    gemv_check::check_products();
+    ++ran;
+  }
+  be::set_max_cpu_isa(saved);
+  // The levels are ordered, baseline = 0: the detected one and every one below it.
+  check_ran(ran, static_cast<std::size_t>(be::detected_cpu_isa()) + 1, "instruction sets");
 }
 
 TEST_CASE("bfloat16: float -> bfloat16 rounding equals PyTorch's bits, NaN, inf, ties and subnormals included (fixture)") {

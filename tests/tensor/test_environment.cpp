@@ -103,3 +103,33 @@ TEST_CASE("environment: EIGENFORMER_NUM_THREADS sets the default pool size; a ba
         "eigenformer: ignoring EIGENFORMER_NUM_THREADS=\"0\": expected a whole number from 1 to 4096; using the CPUs "
         "this process may use\n");
 }
+
+TEST_CASE("environment: EIGENFORMER_MAX_CPU_ISA caps the kernels' instruction set; another value says so") {
+  using ef::backend::CpuIsa;
+  struct IsaCase {
+    std::optional<std::string> value;
+    CpuIsa expected;
+    bool warns;
+  };
+  const std::vector<IsaCase> cases = {
+      {std::nullopt, CpuIsa::avx512, false}, {"", CpuIsa::avx512, false},        {"avx512", CpuIsa::avx512, false},
+      {"avx2", CpuIsa::avx2, false},         {"baseline", CpuIsa::baseline, false}, {"AVX2", CpuIsa::avx512, true},
+      {"sse2", CpuIsa::avx512, true},        {"avx2 ", CpuIsa::avx512, true},
+  };
+  std::size_t ran = 0;
+  for (const auto& c : cases) {
+    CAPTURE(c.value.value_or("(unset)"));
+    ScopedEnvironment env("EIGENFORMER_MAX_CPU_ISA", c.value);
+    CpuIsa got = CpuIsa::baseline;
+    const std::string err = captured_stderr([&] { got = ef::backend::detail::environment_max_cpu_isa(); });
+    CHECK(got == c.expected);
+    if (c.warns) {
+      CHECK(err == "eigenformer: ignoring EIGENFORMER_MAX_CPU_ISA=\"" + *c.value +
+                       "\": expected avx512, avx2 or baseline; using the widest this CPU supports\n");
+    } else {
+      CHECK(err.empty());
+    }
+    ++ran;
+  }
+  check_ran(ran, 8, "EIGENFORMER_MAX_CPU_ISA values");
+}

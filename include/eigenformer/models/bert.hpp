@@ -325,8 +325,7 @@ class BertSelfAttention : public nn::Module<T> {
   // is one and this forward may read it (inference, enough rows); false otherwise.
   bool project_packed_qkv(const Tensor<T, 2>& x2, Tensor<T, 2>& qkv) const {
     if constexpr (std::is_same_v<T, float>) {
-      if (qkv_packed_.empty() || this->records_for_backward() || !backend::reads_packed_weight(x2.shape()[0]))
-        return false;
+      if (!qkv_packed_.serves(x2.shape()[0]) || this->records_for_backward()) return false;
       if (!qkv_packed_.matches(qkv_weights()))
         throw std::logic_error("BertSelfAttention.forward: the query, key or value weight has changed since it was "
                                "packed; call pack_weights() again after changing weights");

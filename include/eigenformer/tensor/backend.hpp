@@ -123,17 +123,18 @@ inline index_t matrix_offset(const matrix_view_info& info, index_t i, index_t j)
 
 namespace backend {
 
-// What computes float products of 8 rows or more in this build, for benchmark reports and `--version`-
-// style lines (up to gemv_max_rows rows go to gemv.hpp's kernels; 5-7 rows, and all double products, to Eigen).
+// What computes float products of 8 rows or more now, for benchmark reports and `--version`-style lines (up
+// to gemv_max_rows rows go to gemv.hpp's kernels; 5-7 rows, and all double products, to Eigen): "oneDNN",
+// "eigenformer packed kernel (AVX-512)" or "(AVX2)" (cpu_isa()), or "Eigen".
+inline const char* gemm_library() {
 #if defined(EIGENFORMER_BLAS_ONEDNN)
-inline constexpr const char* gemm_library = "oneDNN";
-#elif defined(EIGENFORMER_SGEMM_KERNEL) && defined(__AVX512F__)
-inline constexpr const char* gemm_library = "eigenformer packed kernel (AVX-512)";
-#elif defined(EIGENFORMER_SGEMM_KERNEL)
-inline constexpr const char* gemm_library = "eigenformer packed kernel (AVX2)";
+  return "oneDNN";
 #else
-inline constexpr const char* gemm_library = "Eigen";
+  const auto* kernel = detail::sgemm_kernel();
+  if (kernel == nullptr) return "Eigen";
+  return kernel->isa == CpuIsa::avx512 ? "eigenformer packed kernel (AVX-512)" : "eigenformer packed kernel (AVX2)";
 #endif
+}
 
 // ---- the thread pool ---------------------------------------------------------------------------------------
 namespace detail {
@@ -578,13 +579,18 @@ inline constexpr index_t gemm_max_tiles = 8;
 // Intel Xeon, a char GPT training step was within noise either way).
 inline constexpr index_t sgemm_tiles_per_thread = 1;
 
-// Float products of at least this many rows go to the packed kernel (sgemm_kernel.hpp) when it is built in;
-// fewer rows, such as one decoding step's single row, are matrix-vector work that gemv.hpp (up to
-// gemv_max_rows rows) or Eigen's GEMV streams without packing. A function of the product's shape alone, so every tile of a product takes the same path.
+// The packed kernel (sgemm_kernel.hpp) a product of m rows takes: float products of at least 8 rows, when
+// this CPU has a kernel (sgemm_kernel()); else null, and Eigen, oneDNN or gemv.hpp computes it. Fewer rows,
+// such as one decoding step's single row, are matrix-vector work that gemv.hpp (up to gemv_max_rows rows) or
+// Eigen's GEMV streams without packing. Read once a product, so that every tile of it takes the same path.
 template <floating_element T>
-constexpr bool uses_sgemm_kernel(index_t m) {
-  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled && !onednn_gemm_enabled<T>) return m >= 8;
-  else return false;
+const SgemmKernel* packed_product_kernel(index_t m) {
+  if constexpr (std::is_same_v<T, float> && !onednn_gemm_enabled<T>) return m >= 8 ? sgemm_kernel() : nullptr;
+  else return nullptr;
+}
+template <floating_element T>
+bool uses_sgemm_kernel(index_t m) {
+  return packed_product_kernel<T>(m) != nullptr;
 }
 
 // How the (M, N) output is cut into tiles, each computed over the whole K by one thread. For Eigen's
@@ -593,13 +599,15 @@ constexpr bool uses_sgemm_kernel(index_t m) {
 // kernel's bits depend on K alone, so its tiles may follow `threads`.
 struct GemmPlan {
   index_t m = 0, n = 0, mb = 0, nb = 0, row_blocks = 1, col_blocks = 1;
+  const SgemmKernel* kernel = nullptr;  // packed_product_kernel: null when Eigen (or oneDNN) computes the tiles
   index_t tiles() const { return row_blocks * col_blocks; }
   double tile_work(index_t k) const { return double(mb) * double(nb) * double(std::max<index_t>(k, 1)); }
 };
 
 template <floating_element T>
 GemmPlan plan_gemm(index_t m, index_t n, index_t k, int threads = get_num_threads()) {
-  const bool packed = uses_sgemm_kernel<T>(m);
+  const SgemmKernel* kernel = packed_product_kernel<T>(m);
+  const bool packed = kernel != nullptr;
   // Rows per tile: a multiple of the rows the micro-kernel computes at once, so that no tile ends in a
   // partial register block that the whole product would not have had. Columns: whole 64-byte lines of a
   // row-major c, so that two threads never write the same cache line (the packed kernel's register block
@@ -607,14 +615,12 @@ GemmPlan plan_gemm(index_t m, index_t n, index_t k, int threads = get_num_thread
   index_t row_multiple = Eigen::internal::gebp_traits<T, T>::mr;
   index_t col_multiple = 64 / static_cast<index_t>(sizeof(T));
   index_t max_tiles = gemm_max_tiles;
-  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled) {
-    if (packed) {
-      row_multiple = sgemm_mr;
-      col_multiple = sgemm_nr;
-      max_tiles = sgemm_tiles_per_thread * std::max(threads, 1);
-    }
+  if (packed) {
+    row_multiple = kernel->mr;
+    col_multiple = kernel->nr;
+    max_tiles = sgemm_tiles_per_thread * std::max(threads, 1);
   }
-  GemmPlan p{m, n, m, n, 1, 1};
+  GemmPlan p{m, n, m, n, 1, 1, kernel};
   const double work = double(m) * double(n) * double(std::max<index_t>(k, 1));
   if (m == 0 || n == 0 || work < 2 * gemm_min_tile_work || (packed && threads <= 1)) return p;
   const index_t wanted = std::min<index_t>(max_tiles, static_cast<index_t>(work / gemm_min_tile_work));
@@ -635,6 +641,12 @@ GemmPlan plan_gemm(index_t m, index_t n, index_t k, int threads = get_num_thread
   return p;
 }
 
+// The whole product as one tile, for the calling thread.
+template <floating_element T>
+GemmPlan whole_product_plan(index_t m, index_t n) {
+  return GemmPlan{m, n, m, n, 1, 1, packed_product_kernel<T>(m)};
+}
+
 // A row- or column-major 2-D operand in place.
 template <typename T>
 struct MatrixOperand {
@@ -642,18 +654,18 @@ struct MatrixOperand {
   eigenformer::detail::matrix_view_info info;
 };
 
-// The tile rows [r0, r0 + rows) x cols [c0, c0 + cols) of a product of m rows with the packed kernel, when
-// it takes that product; false when Eigen is to compute it.
+// The tile rows [r0, r0 + rows) x cols [c0, c0 + cols) with the plan's packed kernel, when it has one;
+// false when Eigen is to compute it.
 template <floating_element T>
-bool packed_kernel_tile(index_t m, index_t r0, index_t c0, index_t rows, index_t cols, index_t k,
+bool packed_kernel_tile(const GemmPlan& p, index_t r0, index_t c0, index_t rows, index_t cols, index_t k,
                         const MatrixOperand<T>& a, const MatrixOperand<T>& b, T* c, index_t ldc, T alpha, T beta) {
-  if constexpr (std::is_same_v<T, float> && sgemm_kernel_enabled) {
-    if (!uses_sgemm_kernel<T>(m)) return false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.kernel == nullptr) return false;
     using eigenformer::detail::matrix_layout;
-    sgemm_packed(a.info.layout == matrix_layout::col_major, b.info.layout == matrix_layout::col_major, rows, cols, k,
-                 alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), a.info.outer_stride,
-                 b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride, beta,
-                 c + r0 * ldc + c0, ldc);
+    p.kernel->packed(a.info.layout == matrix_layout::col_major, b.info.layout == matrix_layout::col_major, rows, cols,
+                     k, alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), a.info.outer_stride,
+                     b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride, beta,
+                     c + r0 * ldc + c0, ldc);
     return true;
   } else {
     return false;
@@ -692,6 +704,7 @@ template <class W>
 void gemv_product(index_t m, index_t n, index_t k, const float* a, index_t lda, const GemvWeight<W>& b, float* c,
                   index_t ldc, float alpha, float beta, const float* bias, Activation act) {
   const int threads = get_num_threads();
+  const GemvColumns<W> gemv_columns = gemv_kernel().columns<W>();
   const index_t part_rows = b.layout == GemvLayout::col_major ? k : gemv_k_part_rows(k, n);
   if (part_rows >= k) {
     const index_t chunk = gemv_chunk_cols(m, n, k, threads, b.layout == GemvLayout::col_major);
@@ -752,7 +765,7 @@ void gemm_tile(const GemmPlan& p, index_t tile, index_t k, const MatrixOperand<T
     onednn_sgemm(ta, tb, rows, cols, k, alpha, a.data + eigenformer::detail::matrix_offset(a.info, r0, 0),
                  a.info.outer_stride, b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), b.info.outer_stride,
                  beta, c + r0 * ldc + c0, ldc);
-  } else if (!packed_kernel_tile(p.m, r0, c0, rows, cols, k, a, b, c, ldc, alpha, beta)) {
+  } else if (!packed_kernel_tile(p, r0, c0, rows, cols, k, a, b, c, ldc, alpha, beta)) {
     eigenformer::detail::with_matrix_map(a.data + eigenformer::detail::matrix_offset(a.info, r0, 0), rows, k, a.info,
                                          [&](const auto& am) {
       eigenformer::detail::with_matrix_map(b.data + eigenformer::detail::matrix_offset(b.info, 0, c0), k, cols,
@@ -847,7 +860,7 @@ void gemm(const Tensor<T, 2>& a, const Tensor<T, 2>& b, Tensor<T, 2>& c, T alpha
                                   epilogue.activation);
     }
   }
-  const auto plan = tiling == Tiling::pool ? detail::plan_gemm<T>(m, n, k) : detail::GemmPlan{m, n, m, n, 1, 1};
+  const auto plan = tiling == Tiling::pool ? detail::plan_gemm<T>(m, n, k) : detail::whole_product_plan<T>(m, n);
   parallel_for(plan.tiles(), 1, [&](index_t begin, index_t end) {
     for (index_t t = begin; t < end; ++t)
       detail::gemm_tile(plan, t, k, ao, bo, c.data(), ldc, alpha, beta, bias, epilogue.activation);

@@ -11,8 +11,12 @@
 //     from the float weight (the register block sees the same panels in the same order);
 //   - the copy is a snapshot: after the weight changes (an optimiser step, load_state_dict), pack_weights()
 //     again. A product that finds the weight no longer matching its copy throws instead of using it.
-// In a build without the packed kernel (no AVX2 + FMA, or -DEIGENFORMER_BLAS=onednn) packing does nothing
-// and every product reads the float weight.
+//   - the copy is laid out for the kernel that packed it (panels of 32 columns for AVX-512, 16 for AVX2) and
+//     read by that kernel only: after backend::set_max_cpu_isa chooses another, products read the float
+//     weight (same bits) until pack_weights() is called again.
+// Where there is no packed kernel (a CPU without AVX2 + FMA, EIGENFORMER_MAX_CPU_ISA=baseline,
+// -DEIGENFORMER_BLAS=onednn, another compiler or CPU) packing does nothing and every product reads the float
+// weight.
 #pragma once
 
 #include <cstring>
@@ -27,59 +31,57 @@
 namespace eigenformer {
 
 namespace backend::detail {
-// Whether this build's float products can read packed weights: the packed kernel is compiled in and takes
-// products of many rows.
-inline constexpr bool packed_weights_supported = uses_sgemm_kernel<float>(1 << 20);
+// Whether float products can read packed weights now: there is a packed kernel (sgemm_kernel()), and it
+// takes products of many rows.
+inline bool packed_weights_supported() { return packed_product_kernel<float>(1 << 20) != nullptr; }
 }  // namespace backend::detail
 
 // b (K, N) in the packed kernel's panel order: for each block of sgemm_kc rows of b (k), all its columns
-// in panels of sgemm_nr, each panel kc x nr with k outermost, the last panel padded with zero columns.
+// in panels of the kernel's nr, each panel kc x nr with k outermost, the last panel padded with zero columns.
 // Shares its storage when copied.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // b in any layout (nn.Linear's weight.t() is a column-major view). Empty in a build without the packed kernel.
+  // b in any layout (nn.Linear's weight.t() is a column-major view), for the packed kernel in use now. Empty
+  // where there is none.
   explicit PackedMatrix(const Tensor<float, 2>& b) {
-    if constexpr (backend::detail::packed_weights_supported) {
-      if (b.shape()[0] == 0 || b.shape()[1] == 0) return;
-      allocate(b.shape()[0], b.shape()[1]);
-      pack_columns(b, 0);
-      parts_ = {sample(b)};
-    }
+    if (b.shape()[0] == 0 || b.shape()[1] == 0 || !backend::detail::packed_weights_supported()) return;
+    allocate(b.shape()[0], b.shape()[1]);
+    pack_columns(b, 0);
+    parts_ = {sample(b)};
   }
 
   // Several matrices with the same rows packed as one, side by side ([b0 | b1 | ...], torch.cat along dim 1):
   // one product then computes what one product per part would, with the same bits (an element of the
-  // packed kernel's product depends on its row of a and its column of b alone), reading a once. Empty in a
-  // build without the packed kernel. Throws shape_error when the parts' row counts differ.
+  // packed kernel's product depends on its row of a and its column of b alone), reading a once. Empty where
+  // there is no packed kernel. Throws shape_error when the parts' row counts differ.
   static PackedMatrix side_by_side(const std::vector<Tensor<float, 2>>& parts) {
     if (parts.empty()) throw std::invalid_argument("PackedMatrix::side_by_side: expected at least one matrix");
     index_t cols = 0;
     bool whole_panels = true;  // every part but the last a whole number of panels: each packs in place
+    const auto* kernel = backend::detail::packed_product_kernel<float>(1 << 20);
     for (std::size_t i = 0; i < parts.size(); ++i) {
       if (parts[i].shape()[0] != parts.front().shape()[0])
         throw shape_error("PackedMatrix::side_by_side: the matrices " + eigenformer::shape_string(parts.front().shape()) +
                           " and " + eigenformer::shape_string(parts[i].shape()) + " have different row counts");
       cols += parts[i].shape()[1];
-      if (i + 1 < parts.size() && parts[i].shape()[1] % backend::detail::sgemm_nr != 0) whole_panels = false;
+      if (kernel && i + 1 < parts.size() && parts[i].shape()[1] % kernel->nr != 0) whole_panels = false;
     }
     PackedMatrix packed;
-    if constexpr (backend::detail::packed_weights_supported) {
-      const index_t rows = parts.front().shape()[0];
-      if (rows == 0 || cols == 0) return packed;
-      if (whole_panels) {
-        packed.allocate(rows, cols);
-        index_t col0 = 0;
-        for (const auto& part : parts) {
-          if (part.shape()[1] > 0) packed.pack_columns(part, col0);
-          col0 += part.shape()[1];
-        }
-      } else {
-        packed = PackedMatrix(cat(parts, 1));  // a panel straddles two parts: pack their concatenation
+    const index_t rows = parts.front().shape()[0];
+    if (kernel == nullptr || rows == 0 || cols == 0) return packed;
+    if (whole_panels) {
+      packed.allocate(rows, cols);
+      index_t col0 = 0;
+      for (const auto& part : parts) {
+        if (part.shape()[1] > 0) packed.pack_columns(part, col0);
+        col0 += part.shape()[1];
       }
-      packed.parts_.clear();
-      for (const auto& part : parts) packed.parts_.push_back(sample(part));
+    } else {
+      packed = PackedMatrix(cat(parts, 1));  // a panel straddles two parts: pack their concatenation
     }
+    packed.parts_.clear();
+    for (const auto& part : parts) packed.parts_.push_back(sample(part));
     return packed;
   }
 
@@ -89,8 +91,22 @@ class PackedMatrix {
   // cols() rounded up to whole panels: the row length of every block.
   index_t padded_cols() const noexcept { return padded_cols_; }
   const float* data() const noexcept { return data_.get(); }
+  // The kernel whose panel order data() is in (null when empty).
+  const backend::detail::SgemmKernel* kernel() const noexcept { return kernel_; }
+  // Whether a product of this many rows reads this copy: it is not empty, and its kernel is the one such a
+  // product takes now (backend::detail::packed_product_kernel; fewer than 8 rows take none).
+  bool serves(index_t rows) const { return !empty() && kernel_ == backend::detail::packed_product_kernel<float>(rows); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(rows_ * padded_cols_) * sizeof(float); }
-  std::string shape_string() const { return "(" + std::to_string(rows_) + ", " + std::to_string(cols_) + ")"; }
+  // Appended piece by piece: "(" + std::to_string(...) sends GCC 12 at -O3 into a false -Wrestrict warning
+  // in every program that includes this header with -Wall.
+  std::string shape_string() const {
+    std::string s = "(";
+    s += std::to_string(rows_);
+    s += ", ";
+    s += std::to_string(cols_);
+    s += ")";
+    return s;
+  }
 
   // Whether b has this matrix's shape and still holds, bit for bit, three of the values it was packed from
   // (the first, the middle and the last element): an optimiser step or a new checkpoint changes them, so a
@@ -106,8 +122,9 @@ class PackedMatrix {
 
  private:
   void allocate(index_t k, index_t n) {
+    kernel_ = backend::detail::packed_product_kernel<float>(1 << 20);
     rows_ = k, cols_ = n;
-    padded_cols_ = (n + backend::detail::sgemm_nr - 1) / backend::detail::sgemm_nr * backend::detail::sgemm_nr;
+    padded_cols_ = kernel_->padded_cols(n);
     data_ = eigenformer::detail::allocate<float>(k * padded_cols_);
   }
   // b (rows_ x its own columns) into columns [col0, col0 + b's columns), col0 a whole number of panels; its
@@ -119,14 +136,14 @@ class PackedMatrix {
     const auto operand = matrix_operand(b, copy);
     const bool col_major = operand.info.layout == eigenformer::detail::matrix_layout::col_major;
     const float* src = operand.data;
-    const index_t ld = operand.info.outer_stride, panels = (n + sgemm_nr - 1) / sgemm_nr;
+    const index_t nr = kernel_->nr, ld = operand.info.outer_stride, panels = (n + nr - 1) / nr;
     float* out = data_.get();
     backend::parallel_for(panels, 8, [&](index_t s0, index_t s1) {
-      const index_t j0 = s0 * sgemm_nr, j1 = std::min(n, s1 * sgemm_nr);
+      const index_t j0 = s0 * nr, j1 = std::min(n, s1 * nr);
       for (index_t pc = 0; pc < k; pc += sgemm_kc) {
         const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
         const float* from = col_major ? src + pc + j0 * ld : src + pc * ld + j0;
-        sgemm_pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + (col0 + j0) * kc);
+        kernel_->pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + (col0 + j0) * kc);
       }
     });
   }
@@ -153,6 +170,7 @@ class PackedMatrix {
   }
 
   std::shared_ptr<float[]> data_;
+  const backend::detail::SgemmKernel* kernel_ = nullptr;
   index_t rows_ = 0, cols_ = 0, padded_cols_ = 0;
   std::vector<PartSample> parts_;
 };
@@ -184,16 +202,17 @@ inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 // PackedMatrix's data, padded_cols columns): on the pool, or all on the calling thread (on_pool false: one
 // thread, a small product, or a caller that runs many products in parallel itself). The same blocks and the
 // same register blocks over the same panels either way, so the same bits.
-inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major, const float* a, index_t lda,
-                               const float* packed_b, index_t padded_cols, float* c, index_t ldc, float alpha,
-                               float beta, const float* bias, Activation act, bool on_pool) {
+inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, index_t k, bool a_col_major,
+                               const float* a, index_t lda, const float* packed_b, index_t padded_cols, float* c,
+                               index_t ldc, float alpha, float beta, const float* bias, Activation act,
+                               bool on_pool) {
   auto for_each = [on_pool](index_t count, auto&& body) {
     if (on_pool) parallel_for(count, 1, body);
     else body(index_t{0}, count);
   };
   const index_t row_blocks = ceil_div(m, shared_block_rows);
-  const index_t block_rows = sgemm_padded_rows(ceil_div(m, row_blocks));
-  const index_t col_panels = ceil_div(n, sgemm_nr);
+  const index_t block_rows = kernel.padded_rows(ceil_div(m, row_blocks));
+  const index_t nr = kernel.nr, col_panels = ceil_div(n, nr);
   const index_t threads = on_pool ? get_num_threads() : 1;
   const index_t wanted = shared_blocks_per_thread * threads;
   const index_t col_groups = std::min(col_panels, std::max(threads, ceil_div(wanted, row_blocks)));
@@ -214,8 +233,8 @@ inline void gemm_packed_blocks(index_t m, index_t n, index_t k, bool a_col_major
     for (index_t t = begin; t < end; ++t) {
       const index_t group = t % groups, row_block = (t / groups + group * stagger) % row_blocks;
       const index_t r0 = row_block * block_rows, r1 = std::min(m, r0 + block_rows);
-      const index_t c0 = group * group_panels * sgemm_nr, c1 = std::min(n, c0 + group_panels * sgemm_nr);
-      sgemm_both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc);
+      const index_t c0 = group * group_panels * nr, c1 = std::min(n, c0 + group_panels * nr);
+      kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc);
       apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
     }
   });
@@ -229,35 +248,32 @@ inline bool packed_product_shapes_agree(const Tensor<float, 2>& a, index_t b_row
          (!epilogue.bias || epilogue.bias->numel() == n) && (n <= 1 || c.strides()[1] == 1);
 }
 
-// The product with b read from `packed` alone; the caller has checked the shapes and that the packed kernel
-// takes it.
+// The product with b read from `packed` alone; the caller has checked the shapes and packed.serves(rows).
 inline void gemm_reading_packed(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c, float alpha,
                                 float beta, const Epilogue<float>& epilogue, Tiling tiling) {
-  if constexpr (packed_weights_supported) {
-    const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
-    Tensor<float, 2> a_copy;
-    const auto ao = matrix_operand(a, a_copy);
-    const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
-    const float* bias = epilogue.bias ? bias_values.data() : nullptr;
-    const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
-    const bool on_pool = tiling == Tiling::pool && plan_gemm<float>(m, n, k).tiles() > 1;
-    gemm_packed_blocks(m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed.data(), packed.padded_cols(),
-                       c.data(), c.strides()[0], alpha, beta, bias, epilogue.activation, on_pool);
-  }
+  const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
+  Tensor<float, 2> a_copy;
+  const auto ao = matrix_operand(a, a_copy);
+  const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
+  const float* bias = epilogue.bias ? bias_values.data() : nullptr;
+  const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
+  const bool on_pool = tiling == Tiling::pool && plan_gemm<float>(m, n, k).tiles() > 1;
+  gemm_packed_blocks(*packed.kernel(), m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed.data(),
+                     packed.padded_cols(), c.data(), c.strides()[0], alpha, beta, bias, epilogue.activation, on_pool);
 }
 
 }  // namespace detail
 
 // c = act(alpha a b + beta c + bias) as gemm, reading b from `packed` (PackedMatrix(b)) when the packed
-// kernel takes the product (8 rows or more); from b itself when packed is null or empty, or for fewer rows.
-// Same bits either way. Throws shape_error when the shapes disagree and std::logic_error when b no longer
+// kernel takes the product (8 rows or more); from b itself when packed is null or empty, for fewer rows, or
+// when another kernel packed it (packed->serves). Same bits either way. Throws shape_error when the shapes disagree and std::logic_error when b no longer
 // holds the values it was packed from.
 inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const PackedMatrix* packed,
                  Tensor<float, 2>& c, float alpha = 1.0f, float beta = 0.0f, const Epilogue<float>& epilogue = {},
                  Tiling tiling = Tiling::pool) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   const bool shapes_agree = detail::packed_product_shapes_agree(a, b.shape()[0], n, c, epilogue);
-  if (packed == nullptr || packed->empty() || !shapes_agree || k == 0 || !detail::uses_sgemm_kernel<float>(m))
+  if (packed == nullptr || !packed->serves(m) || !shapes_agree || k == 0)
     return gemm(a, b, c, alpha, beta, epilogue, tiling);  // the float product, or its error message
   if (packed->rows() != k || packed->cols() != n)
     throw shape_error("gemm: the packed weight " + packed->shape_string() + " is not a packing of the weight " +
@@ -268,15 +284,13 @@ inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Pac
   detail::gemm_reading_packed(a, *packed, c, alpha, beta, epilogue, tiling);
 }
 
-// Whether a float product of this many rows reads a packed weight (the packed kernel is built in and takes
-// it); products of fewer rows stream the float weight (gemv.hpp).
-inline bool reads_packed_weight(index_t rows) {
-  return detail::packed_weights_supported && detail::uses_sgemm_kernel<float>(rows);
-}
+// Whether a float product of this many rows reads packed weights (there is a packed kernel now and it takes
+// the product); products of fewer rows stream the float weight (gemv.hpp).
+inline bool reads_packed_weight(index_t rows) { return detail::uses_sgemm_kernel<float>(rows); }
 
 // c = act(a b + bias) for a weight b that exists only packed, such as several weights packed side by side
-// (PackedMatrix::side_by_side); a (M, K) with reads_packed_weight(M). Throws shape_error when the shapes
-// disagree and std::invalid_argument when the packed kernel would not take the product (or packed is empty).
+// (PackedMatrix::side_by_side); a (M, K) with packed.serves(M). Throws shape_error when the shapes disagree
+// and std::invalid_argument when packed does not serve the product (empty, too few rows, another kernel's).
 inline void gemm(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c,
                  const Epilogue<float>& epilogue = {}) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
@@ -285,10 +299,10 @@ inline void gemm(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<f
                       " into output " + shape_string(c.shape()) +
                       (epilogue.bias ? " with bias " + shape_string(epilogue.bias->shape()) : std::string()) +
                       ": expected a (M, K) x (K, N) -> (M, N) with row-contiguous output and a bias of N");
-  if (packed.empty() || k == 0 || !reads_packed_weight(m))
+  if (k == 0 || !packed.serves(m))
     throw std::invalid_argument("gemm: a product of " + std::to_string(m) + " rows with a packed weight " +
-                                packed.shape_string() + " that exists only packed, which this build's kernels "
-                                "do not read (check backend::reads_packed_weight first)");
+                                packed.shape_string() + " that exists only packed, which the kernel in use (" +
+                                gemm_library() + ") does not read (check PackedMatrix::serves first)");
   detail::gemm_reading_packed(a, packed, c, 1.0f, 0.0f, epilogue, Tiling::pool);
 }
 

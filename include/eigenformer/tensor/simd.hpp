@@ -1,18 +1,19 @@
 // One float SIMD register type and its operations, for the hand-vectorised kernels (sgemm_kernel.hpp's
-// packed product, gemv.hpp's few-row products): AVX-512 where the translation unit is built for it, else
-// AVX2 + FMA. Both kernels are written once against SimdFloat's static functions, so a new instruction set
-// is one more definition here. Defines EIGENFORMER_SIMD_FLOAT when either instruction set is available;
-// without it there is no SimdFloat and the kernels use their portable paths.
+// packed product, gemv.hpp's few-row products), once per instruction set: avx512::SimdFloat (16 floats a
+// register) and avx2::SimdFloat (8), each compiled inside its target region (cpu_isa.hpp) so that both exist
+// in every GCC or Clang build on x86-64, whatever its flags. The kernels are written once against
+// SimdFloat's static functions, so a new instruction set is one more definition here.
+//
+// SimdFloat in namespace detail is the widest of the two that the translation unit's own flags enable
+// (EIGENFORMER_SIMD_FLOAT is then defined), for code that is compiled for one instruction set only.
 #pragma once
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#define EIGENFORMER_SIMD_FLOAT 1
-#include <immintrin.h>
+#include "eigenformer/tensor/cpu_isa.hpp"
 
-namespace eigenformer::backend::detail {
+#if defined(EIGENFORMER_X86_KERNELS)
 
-#if defined(__AVX512F__)
-// 16 floats a register.
+EIGENFORMER_TARGET_AVX512_BEGIN
+namespace eigenformer::backend::detail::avx512 {
 struct SimdFloat {
   using reg = __m512;
   static constexpr int width = 16;
@@ -27,8 +28,11 @@ struct SimdFloat {
   static reg load_first(const float* p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
   static void store_first(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
 };
-#else
-// 8 floats a register.
+}  // namespace eigenformer::backend::detail::avx512
+EIGENFORMER_TARGET_END
+
+EIGENFORMER_TARGET_AVX2_BEGIN
+namespace eigenformer::backend::detail::avx2 {
 struct SimdFloat {
   using reg = __m256;
   static constexpr int width = 8;
@@ -45,7 +49,18 @@ struct SimdFloat {
   static reg load_first(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes(n)); }
   static void store_first(float* p, reg v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
 };
+}  // namespace eigenformer::backend::detail::avx2
+EIGENFORMER_TARGET_END
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define EIGENFORMER_SIMD_FLOAT 1
+namespace eigenformer::backend::detail {
+#if defined(__AVX512F__)
+using SimdFloat = avx512::SimdFloat;
+#else
+using SimdFloat = avx2::SimdFloat;
+#endif
+}  // namespace eigenformer::backend::detail
 #endif
 
-}  // namespace eigenformer::backend::detail
 #endif

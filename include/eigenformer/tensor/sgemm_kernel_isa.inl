@@ -1,0 +1,379 @@
+// The packed float kernel's code for one instruction set (sgemm_kernel.hpp explains the design and its bit
+// contract). Not a header of its own: sgemm_kernel.hpp includes it twice, inside namespace avx512 and inside
+// namespace avx2, each within the target region of that instruction set (cpu_isa.hpp), where SimdFloat is
+// that set's register type (simd.hpp). One text, two compilations, so the two cannot drift apart.
+// No include guard, on purpose; no #include either: the including header has included what it uses.
+
+#if !defined(EIGENFORMER_SGEMM_KERNEL_ISA_INCLUDE)
+#error "sgemm_kernel_isa.inl is included by sgemm_kernel.hpp only"
+#endif
+
+// The register block, sgemm_mr rows by sgemm_nr columns of c. AVX-512 (16 floats a register): 12 x 32
+// accumulators take 24 of the 32 registers, leaving the two rows of b and a broadcast value room without
+// spilling. AVX2 (8 floats a register): 6 x 16 accumulators take 12 of the 16.
+inline constexpr int sgemm_mr = SimdFloat::width == 16 ? 12 : 6;
+inline constexpr int sgemm_nr = 2 * SimdFloat::width;
+static_assert(sgemm_mc % sgemm_mr == 0, "a block of a is whole panels");
+
+// Whether sgemm_packed copies a column-major a into panels when its columns lie a multiple of 4 KB apart
+// (1024 floats: a weight gradient g^T x with 1024 or 3072 hidden units). Read in place, such a panel's kc
+// columns all fall in one set of the L1 cache (64 sets of 64 bytes), which holds 8-12 of them. With AVX2 on
+// an AMD Zen 5 (GCC -march=znver3), 1024 x 256 x 2048 ran at 136-138 GFLOP/s in place on 2 threads against
+// 172-183 copied (OpenBLAS's Haswell kernel 173-177); 512 x 128 x 768 (2 KB apart) ran at 187 in place against
+// 176 copied. With AVX-512, twice the multiply-adds a step of k hide the misses: copying was slower at both
+// shapes (361-364 against 370-381 and 308-320 against 377-393 GFLOP/s), so it stays in place.
+inline constexpr bool sgemm_copy_aliased_a = sgemm_mr == 6;
+
+// out[p * width + j] = src[j * ld + p] for j < count, p < kc, and zeros for count <= j < width: one panel
+// whose lines (columns of a column-major b) lie along k in memory. Reading each line along k and writing it
+// across the panel one float at a time cost ~1.4 ns a float; 4 x 4 blocks transposed in registers read and
+// write whole vectors instead.
+inline void sgemm_pack_transposed(const float* src, index_t ld, index_t count, index_t kc, index_t width, float* out) {
+  index_t j0 = 0;
+  for (; j0 + 8 <= count; j0 += 8) {
+    const float* s = src + j0 * ld;
+    index_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+      // Register h (0..3) holds line h's k p..p+3 in its low half and line h+4's in its high half, and
+      // register h+4 the same for k p+4..p+7: the loads do the cross-half step of the transpose, which
+      // leaves two rounds of in-half shuffles (the shuffle port is what limits this loop).
+      __m256 r[8];
+      for (int h = 0; h < 4; ++h) {
+        const float* lo = s + h * ld + p;
+        const float* hi = s + (h + 4) * ld + p;
+        r[h] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+        r[h + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 4)), _mm_loadu_ps(hi + 4), 1);
+      }
+      float* d = out + p * width + j0;
+      for (int g = 0; g < 8; g += 4) {
+        const __m256 t0 = _mm256_unpacklo_ps(r[g], r[g + 1]), t1 = _mm256_unpackhi_ps(r[g], r[g + 1]);
+        const __m256 t2 = _mm256_unpacklo_ps(r[g + 2], r[g + 3]), t3 = _mm256_unpackhi_ps(r[g + 2], r[g + 3]);
+        _mm256_storeu_ps(d + (g + 0) * width, _mm256_shuffle_ps(t0, t2, 0x44));
+        _mm256_storeu_ps(d + (g + 1) * width, _mm256_shuffle_ps(t0, t2, 0xEE));
+        _mm256_storeu_ps(d + (g + 2) * width, _mm256_shuffle_ps(t1, t3, 0x44));
+        _mm256_storeu_ps(d + (g + 3) * width, _mm256_shuffle_ps(t1, t3, 0xEE));
+      }
+    }
+    for (; p < kc; ++p)
+      for (int q = 0; q < 8; ++q) out[p * width + j0 + q] = s[q * ld + p];
+  }
+  for (; j0 + 4 <= count; j0 += 4) {
+    const float* s0 = src + j0 * ld;
+    const float *s1 = s0 + ld, *s2 = s1 + ld, *s3 = s2 + ld;
+    index_t p = 0;
+    for (; p + 4 <= kc; p += 4) {
+      __m128 r0 = _mm_loadu_ps(s0 + p), r1 = _mm_loadu_ps(s1 + p), r2 = _mm_loadu_ps(s2 + p), r3 = _mm_loadu_ps(s3 + p);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      float* d = out + p * width + j0;
+      _mm_storeu_ps(d, r0);
+      _mm_storeu_ps(d + width, r1);
+      _mm_storeu_ps(d + 2 * width, r2);
+      _mm_storeu_ps(d + 3 * width, r3);
+    }
+    for (; p < kc; ++p) {
+      float* d = out + p * width + j0;
+      d[0] = s0[p], d[1] = s1[p], d[2] = s2[p], d[3] = s3[p];
+    }
+  }
+  for (; j0 < count; ++j0)
+    for (index_t p = 0; p < kc; ++p) out[p * width + j0] = src[j0 * ld + p];
+  for (index_t j = count; j < width; ++j)
+    for (index_t p = 0; p < kc; ++p) out[p * width + j] = 0.0f;
+}
+
+// Rows [0, mc) x k [0, kc) of a column-major a (column stride lda) into mr-row panels: panel r holds (p, i)
+// at r * mr * kc + p * mr + i, rows past mc as zeros. a points at the block's first element. Row-major a is
+// never packed: the register block reads it in place (APanel).
+inline void sgemm_pack_a(const float* a, index_t lda, index_t mc, index_t kc, float* out) {
+  // The whole panels: one fixed-size copy a panel and step, which the compiler turns into vector moves (the
+  // loop over a variable row count stayed scalar and cost ~0.6 ns a float, a fifth of a weight gradient).
+  // k outermost, so that each column of a is read once, front to back: panel by panel, every panel read
+  // its kc columns lda apart again from L2, and the copy waited on those loads (85% of the packing's
+  // samples, 15% of a 512 x 128 x 768 weight gradient on an AMD Zen 5).
+  const index_t whole = mc / sgemm_mr;
+  for (index_t p = 0; p < kc; ++p)
+    for (index_t r = 0; r < whole; ++r)
+      std::memcpy(out + r * sgemm_mr * kc + p * sgemm_mr, a + r * sgemm_mr + p * lda, sizeof(float) * sgemm_mr);
+  const index_t r0 = whole * sgemm_mr, rows = mc - r0;
+  if (rows == 0) return;
+  out += whole * sgemm_mr * kc;
+  for (index_t p = 0; p < kc; ++p) {
+    const float* src = a + r0 + p * lda;
+    float* dst = out + p * sgemm_mr;
+    for (index_t i = 0; i < rows; ++i) dst[i] = src[i];
+    for (index_t i = rows; i < sgemm_mr; ++i) dst[i] = 0.0f;
+  }
+}
+
+// k [0, kc) x columns [0, nc) of b into nr-column panels: panel s holds (p, j) at s * nr * kc + p * nr + j,
+// columns past nc as zeros.
+inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t kc, index_t nc, float* out) {
+  for (index_t c0 = 0; c0 < nc; c0 += sgemm_nr, out += sgemm_nr * kc) {
+    const index_t cols = std::min<index_t>(sgemm_nr, nc - c0);
+    if (!b_col_major) {
+      for (index_t p = 0; p < kc; ++p) {
+        const float* src = b + p * ldb + c0;
+        float* dst = out + p * sgemm_nr;
+        if (cols == sgemm_nr) {
+          std::memcpy(dst, src, sizeof(float) * sgemm_nr);
+        } else {
+          for (index_t j = 0; j < cols; ++j) dst[j] = src[j];
+          for (index_t j = cols; j < sgemm_nr; ++j) dst[j] = 0.0f;
+        }
+      }
+    } else {
+      sgemm_pack_transposed(b + c0 * ldb, ldb, cols, kc, sgemm_nr, out);
+    }
+  }
+}
+
+// Where the register block reads its rows of a over kc steps of k. Rows of a row-major a in place
+// (row_stride != 0: a(i, p) at data[i * row_stride + p]), or column by column (row_stride 0: a(i, p) at
+// data[p * k_step + i]), which is a column-major a in place (k_step its column stride) or a panel packed by
+// sgemm_pack_a (k_step sgemm_mr). Row-major activations are read in place: transposing them into panels cost
+// 4% of BERT-base's batch-8 forward and, shared between threads, a wait for every thread before the
+// products could start; on an AMD Zen 5 packed-weight products ran 3-19% faster on 2 threads without it
+// (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
+// step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
+// gradient's samples on 2 threads; in place it takes 0.95 of the time on 2 threads and 0.91 on 1 (AMD Zen 5,
+// bench/README.md, "twentieth session"). The exception: under AVX2, columns 4 KB apart (sgemm_copy_aliased_a).
+struct APanel {
+  const float* data;
+  index_t row_stride;
+  index_t k_step = sgemm_mr;
+};
+
+// The register block: c[0:rows, 0:cols] = beta c + alpha (a_panel b_panel) over kc, with beta == 0
+// meaning c is only written (its old contents, NaN included, are ignored). Either way of reading a does
+// the same arithmetic in the same order, so gives the same bits. kRows (rows <= kRows) is how many rows of a
+// it reads and multiplies: sgemm_mr, or a third or two thirds of it for a matrix's last panel (see
+// sgemm_kernel_rows). A packed panel still holds sgemm_mr rows a step; only the first kRows are read.
+template <bool kAInPlace, int kRows = sgemm_mr>
+inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, float* c, index_t ldc, index_t rows,
+                                 index_t cols, float alpha, float beta, bool prefetch_c, const float* prefetch_b,
+                                 index_t prefetch_lines) {
+  const float* a = a_panel.data;
+  const index_t a_row_stride = a_panel.row_stride;
+  using V = SimdFloat;
+  constexpr int nv = sgemm_nr / V::width;
+  typename V::reg acc[kRows][nv];
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) acc[i][v] = V::zero();
+  // The block of c is read and written after the k loop. When c is too large to stay in cache between k
+  // blocks, asking for its lines now hides their misses behind the multiply-adds (7% on a 1024 x 3072
+  // product with k = 768); when it is cached the hints only cost instructions, so the caller decides.
+  if (prefetch_c) {
+    for (index_t i = 0; i < rows; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + cols - 1), _MM_HINT_T0);
+    }
+  }
+  // prefetch_lines cache lines from prefetch_b, one every `every` steps of k: spread out, they never fill
+  // the core's miss buffers at once (a burst of 30-50 before the loop stalled on the prefetches themselves).
+  // At most one a step: with more lines than steps (a block of one row panel) the rest are left to the caches.
+  const index_t every = prefetch_lines > 0 ? std::max<index_t>(1, kc / prefetch_lines) : kc + 1;
+  index_t until_prefetch = every;
+  // In place, rows 3q..3q+2 are read through row_base[q] and the stride (x86 addresses base + 4 or 8 times an
+  // index), so that twelve rows take four pointers and no address arithmetic per row.
+  constexpr int bases = (kRows + 2) / 3;
+  const float* row_base[bases];
+#pragma GCC unroll 4
+  for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
+  for (index_t p = 0; p < kc; ++p, b += sgemm_nr) {
+    if (--until_prefetch == 0) {
+      until_prefetch = every;
+      if (prefetch_lines > 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T0);
+        prefetch_b += 16;
+        --prefetch_lines;
+      }
+    }
+    typename V::reg bv[nv];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) bv[v] = V::load(b + v * V::width);
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) {
+      const typename V::reg ai = V::set1(kAInPlace ? row_base[i / 3][(i % 3) * a_row_stride] : a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
+    }
+    if constexpr (kAInPlace) {
+#pragma GCC unroll 4
+      for (int q = 0; q < bases; ++q) ++row_base[q];
+    } else {
+      a += a_panel.k_step;
+    }
+  }
+  const typename V::reg va = V::set1(alpha), vb = V::set1(beta);
+  // Constant bounds, fully unrolled, so that acc is indexed by constants only and stays in registers.
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i) {
+    if (i >= rows) break;
+    float* row = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) {
+      const index_t left = cols - v * V::width;
+      if (left <= 0) break;
+      const typename V::reg t = V::mul(va, acc[i][v]);
+      float* dst = row + v * V::width;
+      if (left >= V::width) {
+        V::store(dst, beta == 0.0f ? t : V::add(V::mul(vb, V::load(dst)), t));
+      } else {
+        const int n = static_cast<int>(left);
+        V::store_first(dst, beta == 0.0f ? t : V::add(V::mul(vb, V::load_first(dst, n)), t), n);
+      }
+    }
+  }
+}
+
+// The rows a register block for `rows` rows of c multiplies: sgemm_mr, or a third or two thirds of it. A
+// matrix's last panel is often short (128 rows are ten panels of twelve and one of eight); multiplying its
+// zero rows as well cost 3% of every 128-row product.
+inline constexpr int sgemm_kernel_rows(index_t rows) {
+  return rows > 2 * sgemm_mr / 3 ? sgemm_mr : rows > sgemm_mr / 3 ? 2 * sgemm_mr / 3 : sgemm_mr / 3;
+}
+
+// The register block for `rows` rows of c (at most sgemm_mr): a read row by row (a.row_stride != 0) or column
+// by column, and as few rows of a multiplied as sgemm_kernel_rows allows.
+inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, index_t ldc, index_t rows, index_t cols,
+                               float alpha, float beta, bool prefetch_c = false, const float* prefetch_b = nullptr,
+                               index_t prefetch_lines = 0) {
+  auto run = [&]<bool kInPlace>() {
+    switch (sgemm_kernel_rows(rows)) {
+      case sgemm_mr / 3:
+        return sgemm_register_block<kInPlace, sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
+                                                            prefetch_b, prefetch_lines);
+      case 2 * sgemm_mr / 3:
+        return sgemm_register_block<kInPlace, 2 * sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
+                                                                prefetch_b, prefetch_lines);
+      default:
+        return sgemm_register_block<kInPlace>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b,
+                                              prefetch_lines);
+    }
+  };
+  if (a.row_stride != 0) run.template operator()<true>();
+  else run.template operator()<false>();
+}
+
+// The register blocks' view of rows [i0, i1) (at most sgemm_mr) of a over k [p, p + kc), a row- or
+// column-major with stride lda: in place when the register block for that many rows reads exactly them
+// (sgemm_kernel_rows, always so for a whole panel); other counts, a matrix's short last panel, are copied into
+// edge (sgemm_mr * kc floats) with zero rows after them up to the rows the register block reads. Callers copy
+// that panel once a k block, not once for every panel of b.
+inline APanel sgemm_a_panel(bool a_col_major, const float* a, index_t lda, index_t i0, index_t i1, index_t p,
+                            index_t kc, float* edge) {
+  const index_t rows = i1 - i0;
+  if (rows == sgemm_kernel_rows(rows))
+    return a_col_major ? APanel{a + i0 + p * lda, 0, lda} : APanel{a + i0 * lda + p, lda};
+  if (a_col_major) {
+    sgemm_pack_a(a + i0 + p * lda, lda, rows, kc, edge);
+    return {edge, 0};
+  }
+  for (index_t i = 0; i < sgemm_kernel_rows(rows); ++i) {
+    if (i < rows) std::memcpy(edge + i * kc, a + (i0 + i) * lda + p, sizeof(float) * static_cast<std::size_t>(kc));
+    else std::memset(edge + i * kc, 0, sizeof(float) * static_cast<std::size_t>(kc));
+  }
+  return {edge, kc};
+}
+
+// c (rows x cols, row stride ldc) = beta c + alpha op(a) op(b), a rows x k and b k x cols, each stored row-
+// or column-major with the given row (column) stride; on the calling thread. Each k block of b's column block
+// is packed and the register blocks walk it, reading a in place (only a short last panel of a is copied).
+// Products with a packed weight (a PackedMatrix) take sgemm_both_packed_block instead, which feeds
+// the register block the same panels in the same order, hence the same bits.
+inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
+                         const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
+                         index_t ldc) {
+  static thread_local SgemmScratch a_scratch, b_scratch;
+  const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
+  const index_t kc_max = std::min<index_t>(sgemm_kc, k);
+  const bool copy_a = sgemm_copy_aliased_a && a_col_major && lda % 1024 == 0;
+  // The copy of a's block when copy_a, else room for a short last panel.
+  float* a_buffer = a_scratch.get(static_cast<std::size_t>((copy_a ? sgemm_mc : sgemm_mr) * kc_max));
+  float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
+  // Above ~2 MB (this machine kind's L2 a core) the output no longer stays cached from one k block to the next.
+  const bool prefetch_c = rows * cols > (index_t{1} << 19);
+  auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
+  for (index_t jc = 0; jc < cols; jc += sgemm_nc) {
+    const index_t nc = std::min<index_t>(sgemm_nc, cols - jc);
+    for (index_t pc = 0; pc < k; pc += sgemm_kc) {
+      const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
+      const float block_beta = pc == 0 ? beta : 1.0f;
+      sgemm_pack_b(b_at(pc, jc), b_col_major, ldb, kc, nc, bp);
+      for (index_t ic = 0; ic < rows; ic += sgemm_mc) {
+        const index_t mc = std::min<index_t>(sgemm_mc, rows - ic);
+        const index_t whole = mc / sgemm_mr * sgemm_mr;
+        if (copy_a) sgemm_pack_a(a + ic + pc * lda, lda, mc, kc, a_buffer);
+        const APanel edge_panel = whole < mc && !copy_a
+                                      ? sgemm_a_panel(a_col_major, a, lda, ic + whole, ic + mc, pc, kc, a_buffer)
+                                      : APanel{};
+        auto a_panel = [&](index_t ir) {
+          if (copy_a) return APanel{a_buffer + ir * kc, 0};
+          return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ic + ir, ic + ir + sgemm_mr, pc, kc, nullptr)
+                            : edge_panel;
+        };
+        for (index_t jr = 0; jr < nc; jr += sgemm_nr)
+          for (index_t ir = 0; ir < mc; ir += sgemm_mr)
+            sgemm_micro_kernel(
+                kc, a_panel(ir),
+                bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
+                std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
+      }
+    }
+  }
+}
+
+
+// c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
+// b packed beforehand (a PackedMatrix's data: k block pc at packed_b + pc * padded_cols, in sgemm_pack_b's
+// panel order over all columns) and a row- or column-major (stride lda), read in place. r0 and c0 start whole
+// panels. The same register blocks over the same panels as sgemm_packed, so the same bits.
+inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
+                                    const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
+                                    index_t c1, float beta, float* c, index_t ldc) {
+  static thread_local SgemmScratch edge_scratch;
+  const bool prefetch_c = (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
+  const index_t whole = r0 + (r1 - r0) / sgemm_mr * sgemm_mr;
+  float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
+  const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
+  for (index_t pc = 0; pc < k; pc += sgemm_kc) {
+    const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
+    const float block_beta = pc == 0 ? beta : 1.0f;
+    const float* bp = packed_b + pc * padded_cols;
+    const APanel edge_panel = edge ? sgemm_a_panel(a_col_major, a, lda, whole, r1, pc, kc, edge) : APanel{};
+    auto a_panel = [&](index_t ir) {
+      return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ir, ir + sgemm_mr, pc, kc, nullptr) : edge_panel;
+    };
+    for (index_t jr = c0; jr < c1; jr += sgemm_nr) {
+      // The next panel of b (this k block's next column panel, else the next k block's first), a slice of it
+      // prefetched by each register block: it comes from memory or L3 while this one is read from L1, instead
+      // of stalling the first register block that reads it. BERT-base packed forwards, interleaved A/B on an
+      // AMD Zen 5: 0.96-0.98x the time on 1 thread with the slices issued in a burst before each register
+      // block; spread out within it (the micro-kernel's prefetch_b) 0.93-0.97x that again at batch 1 on 2
+      // threads, where the bursts had stalled on the prefetches themselves (3.8% of the samples).
+      const float* next = nullptr;
+      index_t next_lines = 0;
+      if (jr + sgemm_nr < c1) {
+        next = bp + (jr + sgemm_nr) * kc;
+        next_lines = sgemm_nr * kc / 16;
+      } else if (pc + sgemm_kc < k) {
+        const index_t next_kc = std::min<index_t>(sgemm_kc, k - pc - sgemm_kc);
+        next = packed_b + (pc + sgemm_kc) * padded_cols + c0 * next_kc;
+        next_lines = sgemm_nr * next_kc / 16;
+      }
+      index_t q = 0;
+      for (index_t ir = r0; ir < r1; ir += sgemm_mr, ++q) {
+        const index_t first = q * next_lines / row_panels, last = (q + 1) * next_lines / row_panels;
+        sgemm_micro_kernel(kc, a_panel(ir), bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
+                           std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c,
+                           next ? next + first * 16 : nullptr, last - first);
+      }
+    }
+  }
+}
+
+// This instruction set's entry in the table that backend::gemm and PackedMatrix call through.
+inline constexpr SgemmKernel sgemm_kernel_entry{sgemm_isa, sgemm_mr, sgemm_nr, &sgemm_packed, &sgemm_pack_b,
+                                                &sgemm_both_packed_block};
