@@ -1,5 +1,8 @@
 // Builds against the installed package: find_package(eigenformer COMPONENTS tokenizers) +
-// eigenformer::eigenformer + eigenformer::tokenizers (which links utf8proc).
+// eigenformer::eigenformer + eigenformer::tokenizers (which links utf8proc). Compiled with -O2 -Wall -Wextra
+// -Werror and no instruction-set flags, as a user's program might be: the kernels compiled for AVX2 and
+// AVX-512 inside the headers (tensor/cpu_isa.hpp) must build without a warning, and the run prints which
+// instruction set this CPU's products use.
 #include <eigenformer/eigenformer.hpp>
 #include <eigenformer/tokenizers/unicode.hpp>
 
@@ -7,10 +10,23 @@
 #include <string>
 
 int main() {
-  const eigenformer::Tensor<float, 2> t = eigenformer::zeros<float>({2, 3});
+  namespace ef = eigenformer;
+  const ef::Tensor<float, 2> t = ef::zeros<float>({2, 3});
   std::cout << t << '\n';
   // NFD + mark removal through the linked utf8proc: "Crème" -> "Creme".
-  const std::string stripped = eigenformer::tokenizers::unicode::strip_accents("Cr\xC3\xA8me");
+  const std::string stripped = ef::tokenizers::unicode::strip_accents("Cr\xC3\xA8me");
   std::cout << stripped << '\n';
-  return t.numel() == 6 && stripped == "Creme" ? 0 : 1;
+  // A layer's product of many rows (the packed kernel, its weight packed) and of one row (the few-row
+  // kernels, with a bfloat16 weight too): 24 ones times 0.5 is 12 exactly, whatever the kernel.
+  ef::nn::Linear<float> linear(24, 40, false);
+  linear.weight.data.fill_(0.5f);
+  linear.eval();
+  linear.pack_weights();
+  const auto many = linear.forward(ef::ones<float>({16, 24}));
+  linear.to_bf16_weights();
+  const auto one = linear.forward(ef::ones<float>({1, 24}));
+  std::cout << "products: " << ef::backend::cpu_isa_name(ef::backend::cpu_isa()) << ", "
+            << ef::backend::gemm_library() << '\n';
+  const bool products_ok = many(15, 39) == 12.0f && one(0, 0) == 12.0f;
+  return t.numel() == 6 && stripped == "Creme" && products_ok ? 0 : 1;
 }

@@ -290,7 +290,8 @@ class BertSelfAttention : public nn::Module<T> {
     key.unpack_weights();
     value.unpack_weights();
   }
-  // The side-by-side packed copy, or null before pack_weights() (or in a build without the packed kernel).
+  // The side-by-side packed copy, or null before pack_weights() (or where there is no packed kernel:
+  // backend::cpu_isa()).
   const PackedMatrix* packed_qkv_weight() const noexcept { return qkv_packed_.empty() ? nullptr : &qkv_packed_; }
 
   // dL/dx from dL/d(contexts); accumulates the three projections' gradients.

@@ -78,7 +78,7 @@ class Conv1D : public Module<T> {
   {
     weight_copies_.pack(weight.data, detail::DenseLayout::in_out);
   }
-  // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
+  // The packed copy, or null before pack_weights() (or where there is no packed kernel: backend::cpu_isa()).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
   // The copies an inference product may read (none while recording for backward), as Linear's.
   detail::PreparedWeight prepared_weight() const noexcept {

@@ -218,7 +218,7 @@ class Linear : public Module<T> {
 
   // Keeps the weight also in the packed kernel's order (tensor/packed_matrix.hpp), which inference products
   // of 8 rows or more then read: no repacking per call, the same bits, about the weight's memory again. A
-  // snapshot: call again after changing the weight. Does nothing in a build without the packed kernel.
+  // snapshot: call again after changing the weight. Does nothing where there is no packed kernel.
   void pack_weights()
     requires std::is_same_v<T, float>
   {
@@ -226,7 +226,7 @@ class Linear : public Module<T> {
   }
   // Drops the packed copy, freeing its memory; products then pack the weight on every call again.
   void unpack_weights() { weight_copies_.unpack(); }
-  // The packed copy, or null before pack_weights() (or in a build without the packed kernel).
+  // The packed copy, or null before pack_weights() (or where there is no packed kernel: backend::cpu_isa()).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
 
   // The copies an inference product may read; none while recording for backward.

@@ -21,7 +21,7 @@
 
 // The kernels can be compiled for instruction sets beyond the translation unit's own flags (GCC and Clang
 // on x86-64, which accept target regions); elsewhere only Eigen's code, for the compiler's flags.
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define EIGENFORMER_X86_KERNELS 1
 #include <immintrin.h>
 // Code between a BEGIN and EIGENFORMER_TARGET_END is compiled for that instruction set, whatever the

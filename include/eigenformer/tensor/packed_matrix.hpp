@@ -65,7 +65,8 @@ class PackedMatrix {
         throw shape_error("PackedMatrix::side_by_side: the matrices " + eigenformer::shape_string(parts.front().shape()) +
                           " and " + eigenformer::shape_string(parts[i].shape()) + " have different row counts");
       cols += parts[i].shape()[1];
-      if (kernel && i + 1 < parts.size() && parts[i].shape()[1] % kernel->nr != 0) whole_panels = false;
+      if (kernel != nullptr && i + 1 < parts.size() && parts[i].shape()[1] % kernel->nr != 0)
+        whole_panels = false;
     }
     PackedMatrix packed;
     const index_t rows = parts.front().shape()[0];
