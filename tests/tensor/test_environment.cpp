@@ -1,5 +1,6 @@
 // Settings from environment variables (tensor/environment.hpp): whole numbers in range are taken, anything
-// else is ignored with one line on stderr naming the variable, its value and what is used instead.
+// else is ignored with one line on stderr naming the variable, its value and what is used instead; the same
+// for EIGENFORMER_MAX_CPU_ISA's names (tensor/cpu_isa.hpp).
 #include <doctest/doctest.h>
 
 #include <cstdio>

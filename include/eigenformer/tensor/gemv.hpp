@@ -239,32 +239,20 @@ struct GemvKernel {
 
 }  // namespace eigenformer::backend::detail
 
-#define EIGENFORMER_GEMV_ISA_INCLUDE 1
+#define EIGENFORMER_ISA_BODY "eigenformer/tensor/gemv_isa.inl"
 #if defined(EIGENFORMER_X86_KERNELS)
 #define EIGENFORMER_GEMV_VECTOR 1
-EIGENFORMER_TARGET_AVX512_BEGIN
-namespace eigenformer::backend::detail::avx512 {
-inline constexpr CpuIsa gemv_isa = CpuIsa::avx512;
-#include "eigenformer/tensor/gemv_isa.inl"
-}  // namespace eigenformer::backend::detail::avx512
-EIGENFORMER_TARGET_END
-
-EIGENFORMER_TARGET_AVX2_BEGIN
-namespace eigenformer::backend::detail::avx2 {
-inline constexpr CpuIsa gemv_isa = CpuIsa::avx2;
-#include "eigenformer/tensor/gemv_isa.inl"
-}  // namespace eigenformer::backend::detail::avx2
-EIGENFORMER_TARGET_END
+#include "eigenformer/tensor/for_each_isa.inl"
 #undef EIGENFORMER_GEMV_VECTOR
 #endif
 
 #define EIGENFORMER_GEMV_VECTOR 0
 namespace eigenformer::backend::detail::portable {
-inline constexpr CpuIsa gemv_isa = CpuIsa::baseline;
-#include "eigenformer/tensor/gemv_isa.inl"
+inline constexpr CpuIsa this_isa = CpuIsa::baseline;
+#include EIGENFORMER_ISA_BODY
 }  // namespace eigenformer::backend::detail::portable
 #undef EIGENFORMER_GEMV_VECTOR
-#undef EIGENFORMER_GEMV_ISA_INCLUDE
+#undef EIGENFORMER_ISA_BODY
 
 namespace eigenformer::backend::detail {
 

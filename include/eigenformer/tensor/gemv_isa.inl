@@ -1,9 +1,9 @@
 // The few-row product kernels for one instruction set (gemv.hpp explains them and their bits). Not a header
-// of its own: gemv.hpp includes it three times, inside namespaces avx512 and avx2 (each within that set's
-// target region, with EIGENFORMER_GEMV_VECTOR 1 and GemvSimd that set's registers) and inside namespace
-// portable (EIGENFORMER_GEMV_VECTOR 0: plain loops the compiler vectorises as the build's flags allow).
-// No include guard, on purpose; no #include either: gemv.hpp has included what it uses.
-#if !defined(EIGENFORMER_GEMV_ISA_INCLUDE)
+// of its own: gemv.hpp compiles it three times, inside namespaces avx512 and avx2 (for_each_isa.inl: each
+// within that set's target region, with EIGENFORMER_GEMV_VECTOR 1 and GemvSimd that set's registers) and
+// inside namespace portable (EIGENFORMER_GEMV_VECTOR 0: plain loops the compiler vectorises as the build's
+// flags allow). No include guard, on purpose; no #include either: gemv.hpp has included what it uses.
+#if !defined(EIGENFORMER_ISA_BODY) || !defined(EIGENFORMER_GEMV_VECTOR)
 #error "gemv_isa.inl is included by gemv.hpp only"
 #endif
 
@@ -329,4 +329,4 @@ void gemv_columns(index_t m, index_t k, const float* a, index_t lda, const GemvW
 }
 
 // This instruction set's entry in the table that backend::gemv_product calls through.
-inline constexpr GemvKernel gemv_kernel_entry{gemv_isa, &gemv_columns<float>, &gemv_columns<std::uint16_t>};
+inline constexpr GemvKernel gemv_kernel_entry{this_isa, &gemv_columns<float>, &gemv_columns<std::uint16_t>};

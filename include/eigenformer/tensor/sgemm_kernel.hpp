@@ -79,23 +79,9 @@ struct SgemmKernel {
 }  // namespace eigenformer::backend::detail
 
 #if defined(EIGENFORMER_SGEMM_KERNEL)
-#define EIGENFORMER_SGEMM_KERNEL_ISA_INCLUDE 1
-
-EIGENFORMER_TARGET_AVX512_BEGIN
-namespace eigenformer::backend::detail::avx512 {
-inline constexpr CpuIsa sgemm_isa = CpuIsa::avx512;
-#include "eigenformer/tensor/sgemm_kernel_isa.inl"
-}  // namespace eigenformer::backend::detail::avx512
-EIGENFORMER_TARGET_END
-
-EIGENFORMER_TARGET_AVX2_BEGIN
-namespace eigenformer::backend::detail::avx2 {
-inline constexpr CpuIsa sgemm_isa = CpuIsa::avx2;
-#include "eigenformer/tensor/sgemm_kernel_isa.inl"
-}  // namespace eigenformer::backend::detail::avx2
-EIGENFORMER_TARGET_END
-
-#undef EIGENFORMER_SGEMM_KERNEL_ISA_INCLUDE
+#define EIGENFORMER_ISA_BODY "eigenformer/tensor/sgemm_kernel_isa.inl"
+#include "eigenformer/tensor/for_each_isa.inl"
+#undef EIGENFORMER_ISA_BODY
 #endif
 
 namespace eigenformer::backend::detail {

@@ -1,10 +1,10 @@
 // The packed float kernel's code for one instruction set (sgemm_kernel.hpp explains the design and its bit
-// contract). Not a header of its own: sgemm_kernel.hpp includes it twice, inside namespace avx512 and inside
-// namespace avx2, each within the target region of that instruction set (cpu_isa.hpp), where SimdFloat is
-// that set's register type (simd.hpp). One text, two compilations, so the two cannot drift apart.
+// contract). Not a header of its own: sgemm_kernel.hpp has for_each_isa.inl compile it inside namespace
+// avx512 and inside namespace avx2, each within that set's target region, where SimdFloat is that set's
+// register type and this_isa its name (simd.hpp). One text, two compilations, so the two cannot drift apart.
 // No include guard, on purpose; no #include either: the including header has included what it uses.
 
-#if !defined(EIGENFORMER_SGEMM_KERNEL_ISA_INCLUDE)
+#if !defined(EIGENFORMER_ISA_BODY)
 #error "sgemm_kernel_isa.inl is included by sgemm_kernel.hpp only"
 #endif
 
@@ -375,5 +375,5 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
 }
 
 // This instruction set's entry in the table that backend::gemm and PackedMatrix call through.
-inline constexpr SgemmKernel sgemm_kernel_entry{sgemm_isa, sgemm_mr, sgemm_nr, &sgemm_packed, &sgemm_pack_b,
+inline constexpr SgemmKernel sgemm_kernel_entry{this_isa, sgemm_mr, sgemm_nr, &sgemm_packed, &sgemm_pack_b,
                                                 &sgemm_both_packed_block};

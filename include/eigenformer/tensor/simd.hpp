@@ -1,8 +1,9 @@
 // One float SIMD register type and its operations, for the hand-vectorised kernels (sgemm_kernel.hpp's
 // packed product, gemv.hpp's few-row products), once per instruction set: avx512::SimdFloat (16 floats a
-// register) and avx2::SimdFloat (8), each compiled inside its target region (cpu_isa.hpp) so that both exist
-// in every GCC or Clang build on x86-64, whatever its flags. The kernels are written once against
-// SimdFloat's static functions, so a new instruction set is one more definition here.
+// register) and avx2::SimdFloat (8), with this_isa naming the set, each compiled inside its target region
+// (cpu_isa.hpp) so that both exist in every GCC or Clang build on x86-64, whatever its flags. The kernels are
+// written once against SimdFloat's static functions (for_each_isa.inl compiles them in both namespaces), so a
+// new instruction set is one more definition here.
 //
 // SimdFloat in namespace detail is the widest of the two that the translation unit's own flags enable
 // (EIGENFORMER_SIMD_FLOAT is then defined), for code that is compiled for one instruction set only.
@@ -14,6 +15,7 @@
 
 EIGENFORMER_TARGET_AVX512_BEGIN
 namespace eigenformer::backend::detail::avx512 {
+inline constexpr CpuIsa this_isa = CpuIsa::avx512;
 struct SimdFloat {
   using reg = __m512;
   static constexpr int width = 16;
@@ -33,6 +35,7 @@ EIGENFORMER_TARGET_END
 
 EIGENFORMER_TARGET_AVX2_BEGIN
 namespace eigenformer::backend::detail::avx2 {
+inline constexpr CpuIsa this_isa = CpuIsa::avx2;
 struct SimdFloat {
   using reg = __m256;
   static constexpr int width = 8;
