@@ -137,7 +137,7 @@ void write_attention_svg(const models::PretrainedGPT2<float>& gpt2, const std::v
   std::vector<std::string> tokens;
   for (const auto id : ids)
     tokens.push_back(id < static_cast<std::int64_t>(gpt2.tokenizer.vocab_size()) ? gpt2.tokenizer.id_to_token(id)
-                                                                                : "#" + std::to_string(id));
+                                                                                : std::string("#").append(std::to_string(id)));
   namespace svg = eigenformer::io::svg;
   svg::Figure fig("Causal attention weights (rows: queries, columns: keys) of \"" + prompt + "\"",
                   static_cast<std::size_t>(gpt2.model.config().n_head));

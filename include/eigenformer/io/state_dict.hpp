@@ -136,7 +136,10 @@ struct DictSource {
 
 inline std::string quoted_list(const std::vector<std::string>& names) {
   std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + quote_name(n);
+  for (const auto& n : names) {
+    if (!s.empty()) s += ", ";
+    s += quote_name(n);
+  }
   return s;
 }
 

@@ -523,7 +523,12 @@ inline Rendered render(const LineChart& c, int id) {
     const auto& ser = c.series[k];
     const std::string color = ser.color.empty() ? palette(k) : escaped(ser.color);
     s += "<polyline class=\"series\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.6\" stroke-linejoin=\"round\" points=\"";
-    for (std::size_t i = 0; i < ser.x.size(); ++i) s += (i ? " " : "") + num(px(ser.x[i])) + "," + num(py(ser.y[i]));
+    for (std::size_t i = 0; i < ser.x.size(); ++i) {
+      if (i > 0) s += ' ';
+      s += num(px(ser.x[i]));
+      s += ',';
+      s += num(py(ser.y[i]));
+    }
     s += "\"><title>";
     append_escaped(s, ser.name);
     s += "</title></polyline>\n";

@@ -68,7 +68,7 @@ class Bf16Matrix {
   // The bits of element (i, j) and its value as a float.
   std::uint16_t bits(index_t i, index_t j) const { return data_[offset(i, j)]; }
   float at(index_t i, index_t j) const { return float_from_bf16_bits(bits(i, j)); }
-  std::string shape_string() const { return "(" + std::to_string(rows_) + ", " + std::to_string(cols_) + ")"; }
+  std::string shape_string() const { return detail::rows_cols_string(rows_, cols_); }
 
  private:
   index_t padded_cols() const noexcept {

@@ -98,16 +98,7 @@ class PackedMatrix {
   // product takes now (backend::detail::packed_product_kernel; fewer than 8 rows take none).
   bool serves(index_t rows) const { return !empty() && kernel_ == backend::detail::packed_product_kernel<float>(rows); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(rows_ * padded_cols_) * sizeof(float); }
-  // Appended piece by piece: "(" + std::to_string(...) sends GCC 12 at -O3 into a false -Wrestrict warning
-  // in every program that includes this header with -Wall.
-  std::string shape_string() const {
-    std::string s = "(";
-    s += std::to_string(rows_);
-    s += ", ";
-    s += std::to_string(cols_);
-    s += ")";
-    return s;
-  }
+  std::string shape_string() const { return eigenformer::detail::rows_cols_string(rows_, cols_); }
 
   // Whether b has this matrix's shape and still holds, bit for bit, three of the values it was packed from
   // (the first, the middle and the last element): an optimiser step or a new checkpoint changes them, so a

@@ -35,6 +35,17 @@ std::string shape_string(const Container& dims) {
 
 namespace detail {
 
+// "(rows, cols)": how the packed and bfloat16 copies of a weight name their shape. Appended piece by piece:
+// "(" + std::to_string(...) sends GCC 12 at -O3 into a false -Wrestrict warning in programs built with -Wall.
+inline std::string rows_cols_string(index_t rows, index_t cols) {
+  std::string s = "(";
+  s += std::to_string(rows);
+  s += ", ";
+  s += std::to_string(cols);
+  s += ')';
+  return s;
+}
+
 template <std::size_t Rank>
 constexpr index_t numel_of(const Shape<Rank>& shape) {
   index_t n = 1;

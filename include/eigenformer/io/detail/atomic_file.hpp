@@ -36,7 +36,11 @@ class AtomicFile {
     for (int attempt = 0; attempt < 16 && !file_; ++attempt) {
       char suffix[24];
       std::snprintf(suffix, sizeof suffix, ".tmp-%08x", static_cast<unsigned>(rd()));
-      temp_ = dir / ("." + target_.filename().string() + suffix);
+      // Appended piece by piece: "." + std::string sends GCC 12 at -O3 into a false -Wrestrict warning.
+      std::string name = ".";
+      name += target_.filename().string();
+      name += suffix;
+      temp_ = dir / name;
       errno = 0;
       file_ = std::fopen(temp_.string().c_str(), "wbx");
       if (!file_ && errno != EEXIST) break;
