@@ -45,8 +45,9 @@ class PackedMatrix {
   // b in any layout (nn.Linear's weight.t() is a column-major view), for the packed kernel in use now. Empty
   // where there is none.
   explicit PackedMatrix(const Tensor<float, 2>& b) {
-    if (b.shape()[0] == 0 || b.shape()[1] == 0 || !backend::detail::packed_weights_supported()) return;
-    allocate(b.shape()[0], b.shape()[1]);
+    const auto* kernel = backend::detail::packed_product_kernel<float>(1 << 20);
+    if (b.shape()[0] == 0 || b.shape()[1] == 0 || kernel == nullptr) return;
+    allocate(kernel, b.shape()[0], b.shape()[1]);
     pack_columns(b, 0);
     parts_ = {sample(b)};
   }
@@ -72,7 +73,7 @@ class PackedMatrix {
     const index_t rows = parts.front().shape()[0];
     if (kernel == nullptr || rows == 0 || cols == 0) return packed;
     if (whole_panels) {
-      packed.allocate(rows, cols);
+      packed.allocate(kernel, rows, cols);
       index_t col0 = 0;
       for (const auto& part : parts) {
         if (part.shape()[1] > 0) packed.pack_columns(part, col0);
@@ -113,8 +114,9 @@ class PackedMatrix {
   }
 
  private:
-  void allocate(index_t k, index_t n) {
-    kernel_ = backend::detail::packed_product_kernel<float>(1 << 20);
+  // The kernel is read once by the caller: a copy's layout and its kernel must agree.
+  void allocate(const backend::detail::SgemmKernel* kernel, index_t k, index_t n) {
+    kernel_ = kernel;
     rows_ = k, cols_ = n;
     padded_cols_ = kernel_->padded_cols(n);
     data_ = eigenformer::detail::allocate<float>(k * padded_cols_);
