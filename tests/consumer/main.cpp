@@ -1,8 +1,8 @@
 // Builds against the installed package: find_package(eigenformer COMPONENTS tokenizers) +
 // eigenformer::eigenformer + eigenformer::tokenizers (which links utf8proc). Compiled with -O2 -Wall -Wextra
 // -Werror and no instruction-set flags, as a user's program might be: the kernels compiled for AVX2 and
-// AVX-512 inside the headers (tensor/cpu_isa.hpp) must build without a warning, and the run prints which
-// instruction set this CPU's products use.
+// AVX-512 inside the headers (tensor/cpu_isa.hpp: products, GELU, softmax) must build without a warning,
+// and the run prints which instruction set this CPU's products use.
 #include <eigenformer/eigenformer.hpp>
 #include <eigenformer/tokenizers/unicode.hpp>
 
@@ -28,5 +28,11 @@ int main() {
   std::cout << "products: " << ef::backend::cpu_isa_name(ef::backend::cpu_isa()) << ", "
             << ef::backend::gemm_library() << '\n';
   const bool products_ok = many(15, 39) == 12.0f && one(0, 0) == 12.0f;
-  return t.numel() == 6 && stripped == "Creme" && products_ok ? 0 : 1;
+  // The element-wise kernels (tensor/vector_math.hpp): GELU(0) is 0, and a softmax of equal values is
+  // uniform, 0.25 exactly.
+  ef::nn::GELU<float> gelu;
+  const auto activated = gelu.forward(ef::zeros<float>({3, 20}));
+  const auto weights = ef::softmax(ef::zeros<float>({2, 4}), -1);
+  const bool elementwise_ok = activated(2, 19) == 0.0f && weights(1, 3) == 0.25f;
+  return t.numel() == 6 && stripped == "Creme" && products_ok && elementwise_ok ? 0 : 1;
 }

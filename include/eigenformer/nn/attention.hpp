@@ -273,8 +273,9 @@ void attention_problem_forward(const Tensor<T, 2>& q, const Tensor<T, 2>& k, con
   T* s = scratch.data();
   Eigen::Map<Arr>(s, tq * tk) /= rule.divisor;
   fill_masked(s, tq, tk, mask, rule, rule.masked);
-  for (index_t i = 0; i < tq; ++i)  // the tensor softmax's lane kernel: a row of only -inf gives zeros
-    eigenformer::detail::softmax_lane<false>(Eigen::Map<const Arr>(s + i * tk, tk), Eigen::Map<Arr>(w.data() + i * tk, tk));
+  if (tk > 0)
+    for (index_t i = 0; i < tq; ++i)  // the tensor softmax's row kernel: a row of only -inf gives zeros
+      eigenformer::detail::softmax_row(s + i * tk, w.data() + i * tk, tk);
   if (keep) {
     Eigen::Map<Arr>(s, tq * tk) = Eigen::Map<const Arr>(w.data(), tq * tk) * Eigen::Map<const Arr>(keep, tq * tk);
     backend::gemm(scratch, v, out);
@@ -437,6 +438,22 @@ inline constexpr index_t stream_query_rows = 96;
 // row takes all its keys in one block.
 inline constexpr index_t stream_tile_elements = stream_query_rows * 256;
 
+// row = exp(row - shift), and a row's sum: for float by the vector kernels where this CPU has them
+// (vector_math.hpp), else by Eigen.
+template <typename T>
+void exp_shifted_row(T* row, index_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>)
+    if (const auto* kernel = backend::detail::vector_math_kernel()) return kernel->exp_shifted(row, n, shift);
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(row, n);
+  r = (r - shift).exp();
+}
+template <typename T>
+T sum_of_row(const T* row, index_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (const auto* kernel = backend::detail::vector_math_kernel()) return kernel->sum(row, n);
+  return Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(row, n).sum();
+}
+
 // The handles of one (batch, head) problem: q (Tq, HS), k (Tk, HS), v (Tk, HSv) any 2-D views, out (Tq, HSv)
 // with unit column stride.
 template <typename T>
@@ -503,12 +520,12 @@ void attention_rows_streaming(const Tensor<T, 2>& q, index_t q0, const Tensor<T,
         sr.setZero();
         continue;
       }
-      sr = (sr - m_new).exp();
+      exp_shifted_row(srow, nk, m_new);
       // Exactly 0 for the masked keys (Eigen's exp of -inf is ~1e-38), unless they are all this row has seen
       // (a finite masked_value: then they share the weight, exp(0) each).
       if (m_new != rule.masked) fill_masked_keys(T(0));
       const T rescale = m_old == neg_inf ? T(0) : std::exp(m_old - m_new);
-      row_sum[i] = row_sum[i] * rescale + sr.sum();
+      row_sum[i] = row_sum[i] * rescale + sum_of_row(srow, nk);
       row_max[i] = m_new;
       if (k0 > 0 && rescale != T(1)) out_row(i) *= rescale;
     }

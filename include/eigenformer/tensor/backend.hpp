@@ -48,6 +48,7 @@
 #include "eigenformer/tensor/gemv.hpp"
 #include "eigenformer/tensor/onednn_gemm.hpp"
 #include "eigenformer/tensor/sgemm_kernel.hpp"
+#include "eigenformer/tensor/vector_math.hpp"
 
 // Eigen's own OpenMP threading inside a product would split each block's work a second time, across
 // threads the pool does not know about, and make results depend on OMP_NUM_THREADS.
@@ -511,6 +512,11 @@ T activation_derivative(T x, Activation a) {
 template <floating_element T>
 void activate(const T* in, T* out, index_t n, Activation a) {
   if constexpr (std::is_same_v<T, float>) {
+    if (const detail::VectorMathKernel* kernel = detail::vector_math_kernel()) {
+      if (a == Activation::gelu_erf) return kernel->gelu_erf(in, out, n);
+      if (a == Activation::gelu_tanh) return kernel->gelu_tanh(in, out, n);
+    }
+    // Without the kernels (no AVX2, or another compiler): Eigen's exp and erf at the flags' vector width.
     using A = Eigen::Array<float, detail::activation_block, 1>;
     switch (a) {
       case Activation::gelu_erf:
@@ -539,6 +545,10 @@ void activate(const T* in, T* out, index_t n, Activation a) {
 template <floating_element T>
 void activate_backward(const T* g, const T* x, T* out, index_t n, Activation a) {
   if constexpr (std::is_same_v<T, float>) {
+    if (const detail::VectorMathKernel* kernel = detail::vector_math_kernel()) {
+      if (a == Activation::gelu_erf) return kernel->gelu_erf_backward(g, x, out, n);
+      if (a == Activation::gelu_tanh) return kernel->gelu_tanh_backward(g, x, out, n);
+    }
     using A = Eigen::Array<float, detail::activation_block, 1>;
     switch (a) {
       case Activation::gelu_erf:

@@ -151,14 +151,6 @@ inline index_t gemv_k_parts(index_t k, index_t n) {
 // Each instruction set's SimdFloat (simd.hpp) with the bfloat16 loads and the fixed-order horizontal sum.
 EIGENFORMER_TARGET_AVX2_BEGIN
 namespace eigenformer::backend::detail::avx2 {
-// The 8 lanes' sum: halves added, then quarters, then the last two: a fixed order.
-inline float gemv_sum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
-
 struct GemvSimd : SimdFloat {
   using SimdFloat::load;
   static reg load(const std::uint16_t* p) {
@@ -176,7 +168,7 @@ struct GemvSimd : SimdFloat {
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
   }
-  static float sum(reg v) { return gemv_sum8(v); }
+  static float sum(reg v) { return sum8(v); }
 };
 }  // namespace eigenformer::backend::detail::avx2
 EIGENFORMER_TARGET_END
@@ -185,11 +177,9 @@ EIGENFORMER_TARGET_AVX512_BEGIN
 namespace eigenformer::backend::detail::avx512 {
 struct GemvSimd : SimdFloat {
   using SimdFloat::load;
-  // Every lane. The masked ("maskz") forms of the shift, the widening and the extracts, with all lanes on,
-  // are the plain instructions; the plain intrinsics (and _mm512_castps512_ps256) pass an undefined register
-  // that GCC 12 then reports, in every program that includes this header with -Wall, as "may be used
-  // uninitialized".
-  static constexpr __mmask16 all = 0xFFFF;
+  // The masked ("maskz") forms of the shift and the widening with `all` lanes on are the plain
+  // instructions; the plain intrinsics pass an undefined register that GCC 12 then reports, in every
+  // program that includes this header with -Wall, as "may be used uninitialized".
   // 16 bfloat16 (32 bytes) widened: each 16-bit pattern becomes the upper half of a float.
   static reg load(const std::uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -209,12 +199,7 @@ struct GemvSimd : SimdFloat {
     even = _mm512_permutex2var_ps(lo, e, hi);
     odd = _mm512_permutex2var_ps(lo, _mm512_add_epi32(e, _mm512_set1_epi32(1)), hi);
   }
-  // Halves added, then as gemv_sum8: a fixed order.
-  static float sum(reg v) {
-    const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0));
-    const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1));
-    return avx2::gemv_sum8(_mm256_add_ps(lo, hi));
-  }
+  static float sum(reg v) { return sum16(&v); }  // halves added, then as avx2's sum8: a fixed order
 };
 }  // namespace eigenformer::backend::detail::avx512
 EIGENFORMER_TARGET_END

@@ -208,6 +208,17 @@ void softmax_lane(const In& in, Out&& o) {
   }
 }
 
+// softmax_lane over a contiguous row of n >= 1 elements (in and out apart), by the vector kernel for float
+// where this CPU has one (vector_math.hpp).
+template <floating_element T>
+void softmax_row(const T* in, T* out, index_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (const backend::detail::VectorMathKernel* kernel = backend::detail::vector_math_kernel())
+      return kernel->softmax(in, out, n);
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  softmax_lane<false>(Eigen::Map<const Arr>(in, n), Eigen::Map<Arr>(out, n));
+}
+
 template <bool Log, floating_element T, std::size_t R>
 Tensor<T, R> softmax_impl(std::string_view op, const Tensor<T, R>& x, index_t dim) {
   const auto d = normalize_dim(op, dim, R);
@@ -219,7 +230,9 @@ Tensor<T, R> softmax_impl(std::string_view op, const Tensor<T, R>& x, index_t di
     for (index_t q = begin; q < end; ++q) {
       const index_t a = q / l.inner, i = q % l.inner;
       const index_t base = a * l.n * l.inner + i;
-      if (l.inner == 1) {  // softmax over the last dim, the attention case: unit stride, vectorised
+      if (l.inner == 1 && !Log) {  // softmax over the last dim, the attention case: unit stride, vectorised
+        if (l.n > 0) softmax_row(xc.data() + base, out.data() + base, l.n);
+      } else if (l.inner == 1) {
         softmax_lane<Log>(Eigen::Map<const Arr>(xc.data() + base, l.n), Eigen::Map<Arr>(out.data() + base, l.n));
       } else {
         const Eigen::InnerStride<> st(l.inner);

@@ -1,9 +1,9 @@
 // One float SIMD register type and its operations, for the hand-vectorised kernels (sgemm_kernel.hpp's
-// packed product, gemv.hpp's few-row products), once per instruction set: avx512::SimdFloat (16 floats a
-// register) and avx2::SimdFloat (8), with this_isa naming the set, each compiled inside its target region
-// (cpu_isa.hpp) so that both exist in every GCC or Clang build on x86-64, whatever its flags. The kernels are
-// written once against SimdFloat's static functions (for_each_isa.inl compiles them in both namespaces), so a
-// new instruction set is one more definition here.
+// packed product, gemv.hpp's few-row products, vector_math.hpp's GELU and softmax), once per instruction
+// set: avx512::SimdFloat (16 floats a register) and avx2::SimdFloat (8), with this_isa naming the set, each
+// compiled inside its target region (cpu_isa.hpp) so that both exist in every GCC or Clang build on x86-64,
+// whatever its flags. The kernels are written once against SimdFloat's static functions (for_each_isa.inl
+// compiles them in both namespaces), so a new instruction set is one more definition here.
 //
 // SimdFloat in namespace detail is the widest of the two that the translation unit's own flags enable
 // (EIGENFORMER_SIMD_FLOAT is then defined), for code that is compiled for one instruction set only.
@@ -29,6 +29,38 @@ struct SimdFloat {
   // The first n lanes (0 < n < width) of p; the others read as zero and are never written.
   static reg load_first(const float* p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
   static void store_first(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
+
+  // For the element-wise kernels (vector_math_isa.inl). min and max return b where either is NaN, as the
+  // instructions do: put the value that must carry a NaN through second. The masked ("maskz") forms with
+  // `all` lanes on are the plain instructions; the plain intrinsics (and _mm512_castps512_ps256) pass an
+  // undefined register that GCC 12 then reports, in every program that includes this header with -Wall, as
+  // "may be used uninitialized".
+  static constexpr __mmask16 all = 0xFFFF;
+  using mask = __mmask16;
+  static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm512_div_ps(a, b); }
+  static reg fnmadd(reg a, reg b, reg c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b, rounded once
+  static reg min(reg a, reg b) { return _mm512_maskz_min_ps(all, a, b); }
+  static reg max(reg a, reg b) { return _mm512_maskz_max_ps(all, a, b); }
+  static reg abs(reg a) { return _mm512_abs_ps(a); }
+  static mask less(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }  // false where NaN
+  static mask greater_equal(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+  static mask not_equal(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true where NaN
+  static mask both(mask a, mask b) { return static_cast<mask>(a & b); }
+  static bool any(mask m) { return m != 0; }
+  static reg select(mask m, reg if_true, reg if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+  // 2^n for whole numbers n in [-126, 127] held as floats: n + 127 in the exponent field.
+  static reg exp2_int(reg n) {
+    const __m512i e = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(all, n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, e, 23));
+  }
+  static __m256 low_half(reg v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
+  static __m256 high_half(reg v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
+  // Sums of 16 lanes held in 16 / width registers, in one fixed order for both instruction sets (lanes
+  // 0-7 plus lanes 8-15, then avx2::SimdFloat::sum8), so that a sum's bits do not depend on the set.
+  static constexpr int per16 = 1;
+  static float sum16(const reg* v);
+  static float max16(const reg* v);
 };
 }  // namespace eigenformer::backend::detail::avx512
 EIGENFORMER_TARGET_END
@@ -51,8 +83,50 @@ struct SimdFloat {
   }
   static reg load_first(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes(n)); }
   static void store_first(float* p, reg v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
+
+  // As avx512::SimdFloat's, lane for lane.
+  using mask = __m256;
+  static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
+  static reg fnmadd(reg a, reg b, reg c) { return _mm256_fnmadd_ps(a, b, c); }
+  static reg min(reg a, reg b) { return _mm256_min_ps(a, b); }
+  static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+  static reg abs(reg a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
+  static mask less(reg a, reg b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static mask greater_equal(reg a, reg b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+  static mask not_equal(reg a, reg b) { return _mm256_cmp_ps(a, b, _CMP_NEQ_UQ); }
+  static mask both(mask a, mask b) { return _mm256_and_ps(a, b); }
+  static bool any(mask m) { return _mm256_movemask_ps(m) != 0; }
+  static reg select(mask m, reg if_true, reg if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
+  static reg exp2_int(reg n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+  }
+  // The 8 lanes' sum: halves added, then quarters, then the last two: a fixed order.
+  static float sum8(reg v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  static float max8(reg v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+  }
+  static constexpr int per16 = 2;
+  static float sum16(const reg* v) { return sum8(add(v[0], v[1])); }
+  static float max16(const reg* v) { return max8(max(v[0], v[1])); }
 };
 }  // namespace eigenformer::backend::detail::avx2
+EIGENFORMER_TARGET_END
+
+EIGENFORMER_TARGET_AVX512_BEGIN
+namespace eigenformer::backend::detail::avx512 {
+inline float SimdFloat::sum16(const reg* v) { return avx2::SimdFloat::sum8(_mm256_add_ps(low_half(*v), high_half(*v))); }
+inline float SimdFloat::max16(const reg* v) { return avx2::SimdFloat::max8(_mm256_max_ps(low_half(*v), high_half(*v))); }
+}  // namespace eigenformer::backend::detail::avx512
 EIGENFORMER_TARGET_END
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))

@@ -1,0 +1,65 @@
+// Float element-wise kernels of our own, chosen at run time like the products (cpu_isa.hpp): GELU (erf
+// and tanh forms) and its derivative, softmax rows, and the exp and sum of streaming attention.
+//
+// Why not Eigen's exp and erf: Eigen picks its vector width from the compiler's flags, so a program built
+// without -mavx2 / -march ran them with SSE2 and without fused multiply-adds, 6-9x slower than the same
+// code built with -march=native (a char GPT training step spent 36% of its time in GELU and softmax that
+// way, against 8% native). These kernels are compiled for AVX-512 and AVX2 + FMA whatever the flags
+// (vector_math_isa.inl, once per set) and give the same bits on both; on a CPU without AVX2 (or with
+// EIGENFORMER_MAX_CPU_ISA=baseline) vector_math_kernel() is null and the callers keep Eigen's code.
+//
+// Accuracy (tests/tensor/test_vector_math.cpp measures it against double): exp to about an ulp on
+// [log(FLT_MIN), 88] and 0 below; GELU's Phi(x) from erfc(|x| / sqrt 2) = R(a) exp(-a^2) with a rational
+// R fitted by tools/fit_erfc_scaled.py, a few ulps in relative terms on both sides of 0 (including the
+// negative tail, where 1 + erf(x / sqrt 2) would cancel).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "eigenformer/tensor/cpu_isa.hpp"
+#include "eigenformer/tensor/shape.hpp"
+#include "eigenformer/tensor/simd.hpp"
+
+namespace eigenformer::backend::detail {
+
+// One instruction set's kernels. Each reads and writes n floats; in may equal out except for softmax.
+struct VectorMathKernel {
+  CpuIsa isa;
+  void (*gelu_erf)(const float* in, float* out, index_t n);                           // x Phi(x)
+  void (*gelu_erf_backward)(const float* g, const float* x, float* out, index_t n);  // g GELU'(x)
+  void (*gelu_tanh)(const float* in, float* out, index_t n);
+  void (*gelu_tanh_backward)(const float* g, const float* x, float* out, index_t n);
+  // softmax of one row of n >= 1 floats; a row of only -inf gives zeros (reduce.hpp's softmax_lane).
+  void (*softmax)(const float* in, float* out, index_t n);
+  // row[i] = exp(row[i] - shift), exactly 0 where that is below float's normal range.
+  void (*exp_shifted)(float* row, index_t n, float shift);
+  // The sum of n floats in an order that does not depend on the instruction set.
+  float (*sum)(const float* p, index_t n);
+};
+
+}  // namespace eigenformer::backend::detail
+
+#if defined(EIGENFORMER_X86_KERNELS)
+#define EIGENFORMER_ISA_BODY "eigenformer/tensor/vector_math_isa.inl"
+#include "eigenformer/tensor/for_each_isa.inl"
+#undef EIGENFORMER_ISA_BODY
+#endif
+
+namespace eigenformer::backend::detail {
+
+// The kernels for an instruction set, or null where there are none (baseline, or another compiler or CPU).
+inline const VectorMathKernel* vector_math_kernel_for(CpuIsa isa) noexcept {
+#if defined(EIGENFORMER_X86_KERNELS)
+  if (isa == CpuIsa::avx512) return &avx512::vector_math_entry;
+  if (isa == CpuIsa::avx2) return &avx2::vector_math_entry;
+#endif
+  (void)isa;
+  return nullptr;
+}
+
+// The kernels float element-wise work uses now (cpu_isa()), or null when Eigen's code computes it.
+inline const VectorMathKernel* vector_math_kernel() { return vector_math_kernel_for(cpu_isa()); }
+
+}  // namespace eigenformer::backend::detail

@@ -1,0 +1,229 @@
+// The element-wise kernels of vector_math.hpp, written once against SimdFloat (simd.hpp) and compiled once
+// per instruction set by for_each_isa.inl. No include guard, on purpose.
+//
+// Bits: every output element is the same sequence of IEEE operations (fused multiply-adds included) on
+// every instruction set, and the sums run over 16 lanes in one fixed order (SimdFloat::sum16), so the AVX-512
+// and AVX2 kernels give the same bits; thread counts do not enter (callers split whole rows or ranges).
+
+struct VectorMath {
+  using F = SimdFloat;
+  using reg = F::reg;
+  static constexpr int width = F::width;
+
+  // log of float's smallest normal number, -126 ln 2: below it exp_or_zero gives 0.
+  static constexpr float exp_lowest = -87.33654475f;
+
+  // exp(x) for x in [exp_lowest, 88] to about an ulp; 0 below (-inf included); arguments above 88 are
+  // taken as 88 (the callers never pass them); NaN stays NaN. x = n ln 2 + r with n whole and |r| <= ln 2 / 2;
+  // exp(r) by its Taylor series to r^7 (the remainder is below 6e-9 relative, a tenth of an ulp), times 2^n
+  // built in the exponent field.
+  static reg exp_or_zero(reg x) {
+    const reg lowest = F::set1(exp_lowest);
+    const reg xc = F::max(lowest, F::min(F::set1(88.0f), x));  // x second: a NaN passes both
+    // Adding 1.5 * 2^23 rounds x / ln 2 to a whole number (to nearest, ties to even); subtracting it again
+    // gives that number back as a float.
+    const reg shifter = F::set1(12582912.0f);
+    const reg n = F::sub(F::fmadd(xc, F::set1(1.44269504088896341f), shifter), shifter);
+    // r = x - n ln 2 with ln 2 in two parts (Cody and Waite): the first has few enough bits that n times it
+    // is exact for |n| <= 127.
+    reg r = F::fnmadd(n, F::set1(0.693359375f), xc);
+    r = F::fnmadd(n, F::set1(-2.12194440e-4f), r);
+    reg p = F::set1(1.0f / 5040.0f);
+    p = F::fmadd(p, r, F::set1(1.0f / 720.0f));
+    p = F::fmadd(p, r, F::set1(1.0f / 120.0f));
+    p = F::fmadd(p, r, F::set1(1.0f / 24.0f));
+    p = F::fmadd(p, r, F::set1(1.0f / 6.0f));
+    p = F::fmadd(p, r, F::set1(0.5f));
+    p = F::fmadd(p, r, F::set1(1.0f));
+    p = F::fmadd(p, r, F::set1(1.0f));
+    return F::select(F::less(x, lowest), F::zero(), F::mul(p, F::exp2_int(n)));
+  }
+
+  // GELU's Phi(x) = erfc(-x / sqrt 2) / 2 and E = exp(-x^2 / 2), the exp both the forward and the
+  // derivative need. With a = |x| / sqrt 2, erfc(a) = R(a) exp(-a^2), R(a) = P(a) / Q(a) fitted by
+  // tools/fit_erfc_scaled.py (relative error 3.8e-7 evaluated in float): Phi = R E / 2 for x < 0, 1 - R E / 2
+  // for x >= 0. Unlike 1 + erf(x / sqrt 2), nothing cancels in the negative tail, so Phi keeps a few ulps
+  // of relative accuracy there. x^2 is carried as an exact sum hi + lo (a fused multiply-add gives lo), as
+  // rounding x^2 alone would cost exp(-x^2 / 2) a relative error of x^2 2^-24.
+  static void gelu_phi(reg x, reg& phi, reg& e) {
+    const reg xa = F::min(F::set1(14.0f), F::abs(x));  // exp(-98) is 0 in float already; x second for NaN
+    const reg sq = F::mul(xa, xa);
+    const reg sq_lo = F::fmadd(xa, xa, F::sub(F::zero(), sq));  // xa^2 - sq, exactly
+    const reg e0 = exp_or_zero(F::mul(F::set1(-0.5f), sq));
+    e = F::fnmadd(e0, F::mul(F::set1(0.5f), sq_lo), e0);  // exp(-sq / 2) (1 - sq_lo / 2)
+    const reg a = F::mul(xa, F::set1(0.70710678118654752f));
+    reg p = F::set1(0.03279925510287285f);
+    p = F::fmadd(p, a, F::set1(0.22921665012836456f));
+    p = F::fmadd(p, a, F::set1(0.7315912842750549f));
+    p = F::fmadd(p, a, F::set1(1.2383919954299927f));
+    p = F::fmadd(p, a, F::set1(1.0f));
+    reg q = F::set1(0.058134470134973526f);
+    q = F::fmadd(q, a, F::set1(0.4063023030757904f));
+    q = F::fmadd(q, a, F::set1(1.3253483772277832f));
+    q = F::fmadd(q, a, F::set1(2.4021971225738525f));
+    q = F::fmadd(q, a, F::set1(2.366771697998047f));
+    q = F::fmadd(q, a, F::set1(1.0f));
+    const reg half_tail = F::mul(F::mul(F::set1(0.5f), F::div(p, q)), e);
+    phi = F::select(F::greater_equal(x, F::zero()), F::sub(F::set1(1.0f), half_tail), half_tail);
+  }
+
+  // exp(-2u) for the tanh GELU's u = sqrt(2/pi) (x + 0.044715 x^3), at most exp(88) (backend.hpp's
+  // exp_minus_2u says why the float forms are written with it).
+  static reg exp_minus_2u(reg x) {
+    const reg x3 = F::mul(F::mul(x, x), x);
+    const reg u = F::mul(F::set1(0.79788456080286536f), F::fmadd(F::set1(0.044715f), x3, x));
+    return exp_or_zero(F::mul(F::set1(-2.0f), u));
+  }
+
+  // out[i] = Op::apply(g[i], in[i]) over n floats (g read as 0 when null), width at a time, the last few
+  // with masked loads and stores; in may equal out. The operations are classes, not lambdas: GCC compiles a
+  // lambda's body without its enclosing target region, and a vector register passed to it then changes ABI.
+  template <class Op>
+  static void map(const Op& op, const float* g, const float* in, float* out, index_t n) {
+    index_t i = 0;
+    for (; i + width <= n; i += width) F::store(out + i, op.apply(g ? F::load(g + i) : F::zero(), F::load(in + i)));
+    if (i < n) {
+      const int rest = static_cast<int>(n - i);
+      F::store_first(out + i, op.apply(g ? F::load_first(g + i, rest) : F::zero(), F::load_first(in + i, rest)), rest);
+    }
+  }
+
+  struct GeluErf {
+    reg apply(reg, reg x) const {
+      reg phi, e;
+      gelu_phi(x, phi, e);
+      return F::mul(x, phi);
+    }
+  };
+  // g (Phi(x) + x phi(x)), phi(x) = E / sqrt(2 pi).
+  struct GeluErfBackward {
+    reg apply(reg g, reg x) const {
+      reg phi, e;
+      gelu_phi(x, phi, e);
+      return F::mul(g, F::fmadd(F::mul(x, e), F::set1(0.39894228040143268f), phi));
+    }
+  };
+  // x (1 + tanh u) / 2 = x / (1 + exp(-2u)).
+  struct GeluTanh {
+    reg apply(reg, reg x) const { return F::div(x, F::add(F::set1(1.0f), exp_minus_2u(x))); }
+  };
+  // g ((1 + tanh u) / 2 + x/2 (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), with s = (1 + tanh u) / 2 =
+  // 1 / (1 + e) and 1 - tanh^2 u = 4 s (e s), e = exp(-2u), as backend.hpp's float form.
+  struct GeluTanhBackward {
+    reg apply(reg g, reg x) const {
+      const reg e = exp_minus_2u(x);
+      const reg s = F::div(F::set1(1.0f), F::add(F::set1(1.0f), e));
+      const reg sech2 = F::mul(F::mul(F::set1(4.0f), s), F::mul(e, s));
+      const reg slope = F::fmadd(F::set1(3.0f * 0.044715f), F::mul(x, x), F::set1(1.0f));
+      const reg right = F::mul(F::mul(F::mul(F::set1(0.5f), x), sech2), F::mul(F::set1(0.79788456080286536f), slope));
+      // Saturated (|x| > ~10): the term is below float's range, but x^2 may have overflowed to inf.
+      return F::mul(g, F::add(s, F::select(F::less(sech2, F::set1(1e-30f)), F::zero(), right)));
+    }
+  };
+  struct ExpShifted {
+    reg shift;
+    reg apply(reg, reg x) const { return exp_or_zero(F::sub(x, shift)); }
+  };
+  struct DivideBy {
+    reg divisor;
+    reg apply(reg, reg y) const { return F::div(y, divisor); }
+  };
+
+  static void gelu_erf(const float* in, float* out, index_t n) { map(GeluErf{}, nullptr, in, out, n); }
+  static void gelu_erf_backward(const float* g, const float* in, float* out, index_t n) {
+    map(GeluErfBackward{}, g, in, out, n);
+  }
+  static void gelu_tanh(const float* in, float* out, index_t n) { map(GeluTanh{}, nullptr, in, out, n); }
+  static void gelu_tanh_backward(const float* g, const float* in, float* out, index_t n) {
+    map(GeluTanhBackward{}, g, in, out, n);
+  }
+  // row[i] = exp(row[i] - shift), 0 where that is below exp_lowest.
+  static void exp_shifted(float* row, index_t n, float shift) { map(ExpShifted{F::set1(shift)}, nullptr, row, row, n); }
+
+  // Runs acc.add(v, r, i, lanes) over p[0, n) in groups of 16 floats: v is the register of the group's
+  // floats from p[i] on, r its index within the group (0 to F::per16 - 1), lanes how many of its floats lie
+  // before n (the others read as `fill`). Lane l of accumulator r so sees the same elements on every
+  // instruction set.
+  template <class Accumulator>
+  static void for_each_group(const float* p, index_t n, float fill, Accumulator& acc) {
+    index_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (int r = 0; r < F::per16; ++r) acc.add(F::load(p + i + r * width), r, i + r * width, width);
+    if (i == n) return;
+    alignas(64) float last[16];
+    for (index_t l = 0; l < 16; ++l) last[l] = i + l < n ? p[i + l] : fill;
+    for (int r = 0; r < F::per16; ++r) {
+      const index_t start = i + r * width;
+      acc.add(F::load(last + r * width), r, start, static_cast<int>(std::clamp<index_t>(n - start, 0, width)));
+    }
+  }
+
+  struct Sum {
+    reg acc[F::per16];
+    Sum() {
+      for (reg& a : acc) a = F::zero();
+    }
+    void add(reg v, int r, index_t, int) { acc[r] = F::add(acc[r], v); }
+  };
+  static float sum(const float* p, index_t n) {
+    Sum total;
+    for_each_group(p, n, 0.0f, total);
+    return F::sum16(total.acc);
+  }
+
+  struct Max {
+    reg acc[F::per16];
+    Max() {
+      for (reg& a : acc) a = F::set1(-std::numeric_limits<float>::infinity());
+    }
+    void add(reg v, int r, index_t, int) { acc[r] = F::max(acc[r], v); }
+  };
+
+  // out[i] = exp(in[i] - m) and their sum; `denormal` is set when some in[i] - m lies below exp_lowest
+  // without in[i] being -inf (its exp, a denormal, is libm's: see softmax).
+  struct SoftmaxNumerators {
+    float* out;
+    reg m, lowest = F::set1(exp_lowest), minus_inf = F::set1(-std::numeric_limits<float>::infinity());
+    Sum total;
+    bool denormal = false;
+    SoftmaxNumerators(float* row, float max) : out(row), m(F::set1(max)) {}
+    void add(reg v, int r, index_t i, int lanes) {
+      const reg d = F::sub(v, m);
+      const reg y = exp_or_zero(d);
+      denormal = denormal || F::any(F::both(F::less(d, lowest), F::not_equal(v, minus_inf)));
+      total.add(y, r, i, lanes);
+      if (lanes == width) F::store(out + i, y);
+      else if (lanes > 0) F::store_first(out + i, y, lanes);
+    }
+  };
+
+  // out = softmax(in) over n floats (n >= 1; in and out do not overlap), as reduce.hpp's softmax_lane: a
+  // row of only -inf gives zeros; exp(x - max) below float's normal range comes from libm (a denormal), as
+  // -inf gives exactly 0.
+  static void softmax(const float* in, float* out, index_t n) {
+    constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+    Max top;
+    for_each_group(in, n, neg_inf, top);
+    const float m = F::max16(top.acc);
+    if (m == neg_inf) {
+      std::fill(out, out + n, 0.0f);
+      return;
+    }
+    SoftmaxNumerators numerators(out, m);
+    for_each_group(in, n, neg_inf, numerators);
+    const float total = F::sum16(numerators.total.acc);
+    map(DivideBy{F::set1(total)}, nullptr, out, out, n);
+    if (numerators.denormal)
+      for (index_t i = 0; i < n; ++i)
+        if (in[i] - m < exp_lowest && in[i] != neg_inf) out[i] = std::exp(in[i] - m) / total;
+  }
+};
+
+inline constexpr VectorMathKernel vector_math_entry{this_isa,
+                                                   &VectorMath::gelu_erf,
+                                                   &VectorMath::gelu_erf_backward,
+                                                   &VectorMath::gelu_tanh,
+                                                   &VectorMath::gelu_tanh_backward,
+                                                   &VectorMath::softmax,
+                                                   &VectorMath::exp_shifted,
+                                                   &VectorMath::sum};
