@@ -63,6 +63,16 @@ struct EnvironmentCase {
   bool warns;
 };
 
+// What one read of a setting printed: when it `warns`, exactly the line naming the variable, its value, what
+// was expected and what is used instead ("expected ...; using ..."); otherwise nothing.
+void check_stderr(const std::string& err, const std::string& name, const std::optional<std::string>& value,
+                  bool warns, const std::string& expected_and_used) {
+  if (warns)
+    CHECK(err == "eigenformer: ignoring " + name + "=\"" + value.value_or("") + "\": " + expected_and_used + "\n");
+  else
+    CHECK(err.empty());
+}
+
 }  // namespace
 
 TEST_CASE("environment: whole numbers in range are taken; anything else is ignored with one line on stderr") {
@@ -80,12 +90,7 @@ TEST_CASE("environment: whole numbers in range are taken; anything else is ignor
     std::optional<long long> got;
     const std::string err = captured_stderr([&] { got = ef::detail::environment_integer(name, 0, 16, "seven"); });
     CHECK(got == c.expected);
-    if (c.warns) {
-      CHECK(err == "eigenformer: ignoring EIGENFORMER_TEST_SETTING=\"" + *c.value +
-                       "\": expected a whole number from 0 to 16; using seven\n");
-    } else {
-      CHECK(err.empty());
-    }
+    check_stderr(err, name, c.value, c.warns, "expected a whole number from 0 to 16; using seven");
     ++ran;
   }
   check_ran(ran, 11, "environment values");
@@ -124,12 +129,8 @@ TEST_CASE("environment: EIGENFORMER_MAX_CPU_ISA caps the kernels' instruction se
     CpuIsa got = CpuIsa::baseline;
     const std::string err = captured_stderr([&] { got = ef::backend::detail::environment_max_cpu_isa(); });
     CHECK(got == c.expected);
-    if (c.warns) {
-      CHECK(err == "eigenformer: ignoring EIGENFORMER_MAX_CPU_ISA=\"" + *c.value +
-                       "\": expected avx512, avx2 or baseline; using the widest this CPU supports\n");
-    } else {
-      CHECK(err.empty());
-    }
+    check_stderr(err, "EIGENFORMER_MAX_CPU_ISA", c.value, c.warns,
+                 "expected avx512, avx2 or baseline; using the widest this CPU supports");
     ++ran;
   }
   check_ran(ran, 8, "EIGENFORMER_MAX_CPU_ISA values");

@@ -42,7 +42,8 @@ std::vector<const VectorMathKernel*> vector_kernels_on_this_cpu() {
 std::vector<float> gelu_inputs() {
   std::vector<float> x;
   for (double v = -30; v <= 30; v += 0.00037) x.push_back(static_cast<float>(v));
-  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, 3.9f, -3.9f, 13.2f, -13.2f, 1e10f, -1e10f}) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, 3.9f, -3.9f, 13.2f, -13.2f, 1e10f, -1e10f})
+    x.push_back(v);
   return x;
 }
 
@@ -86,7 +87,8 @@ struct WorstError {
 //   backend.hpp's Eigen form, and the result is only checked to be below |x| e^-88 (6e-39 |x|).
 // - derivatives: the same bounds relative to `scale`; the tanh one drops its second term once 1 - tanh^2
 //   is below 1e-30 (backend.hpp's form), an absolute error below 1e-26 at |x| ~ 9.
-TEST_CASE("vector math: GELU (erf and tanh forms) and its derivative against double, on each instruction set") {
+TEST_CASE(
+    "vector math: GELU (erf and tanh forms) and its derivative against double, on each instruction set") {
   const std::vector<float> x = gelu_inputs();
   const auto n = static_cast<index_t>(x.size());
   const std::vector<float> ones(x.size(), 1.0f);
@@ -105,7 +107,8 @@ TEST_CASE("vector math: GELU (erf and tanh forms) and its derivative against dou
       const GeluReference e = gelu_erf_reference(xi);
       erf_value.see(std::abs(y[i] - e.value) / (16 * unit_roundoff * std::abs(e.value) + 1e-36), x[i]);
       erf_derivative.see(std::abs(dy[i] - e.derivative) / (16 * unit_roundoff * e.scale + 1e-36), x[i]);
-      const double two_u = 2 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi * (xi + 0.044715 * xi * xi * xi);
+      const double two_u =
+          2 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi * (xi + 0.044715 * xi * xi * xi);
       const GeluReference t = gelu_tanh_reference(xi);
       if (-two_u <= 88) {
         const double bound = (16 + 4 * std::abs(two_u)) * unit_roundoff;
@@ -144,7 +147,8 @@ TEST_CASE("vector math: GELU's special values, and ranges that end in a partial 
     CHECK(std::isnan(y[0]));
     CHECK(std::isnan(yt[0]));
     CHECK(std::isnan(dy[0]));
-    CHECK(y[1] == float_inf);  // float_inf Phi(float_inf) = float_inf; -float_inf Phi(-float_inf) = -float_inf * 0 is NaN, as in PyTorch
+    CHECK(y[1] == float_inf);  // float_inf Phi(float_inf) = float_inf; -float_inf Phi(-float_inf) =
+                               // -float_inf * 0 is NaN, as in PyTorch
     CHECK(std::isnan(y[2]));
     CHECK(yt[1] == float_inf);
     CHECK(y[3] == 0.0f);
@@ -184,7 +188,8 @@ TEST_CASE("vector math: exp to 2 ulps on float's normal range, 0 below it, NaN k
       ++checked;
     }
     CHECK_MESSAGE(worst.error <= 1, "exp at x = " << worst.at);
-    std::vector<float> special = {-87.4f, -100.0f, -float_inf, std::numeric_limits<float>::quiet_NaN(), 0.0f, 3.0f};
+    std::vector<float> special = {-87.4f, -100.0f, -float_inf, std::numeric_limits<float>::quiet_NaN(),
+                                  0.0f,   3.0f};
     kernel->exp_shifted(special.data(), static_cast<index_t>(special.size()), 1.0f);  // exp(x - 1)
     CHECK(special[0] == 0.0f);
     CHECK(special[1] == 0.0f);
@@ -212,10 +217,12 @@ TEST_CASE("vector math: softmax rows against double, masked and fully masked row
         CAPTURE(masked);
         std::vector<float> in(static_cast<std::size_t>(n)), out(in.size(), 9.0f);
         for (float& v : in) v = normal(gen);
-        if (masked) {  // a causal row's tail, and keys 90 below the maximum (their exp is a denormal, from libm)
+        if (masked) {  // a causal row's tail, and keys 90 below the maximum (their exp is a denormal, from
+                       // libm)
           float top = -float_inf;
           for (index_t i = 0; i <= n / 2; ++i) top = std::max(top, in[static_cast<std::size_t>(i)]);
-          for (index_t i = n / 2 + 1; i < n; ++i) in[static_cast<std::size_t>(i)] = i % 5 == 0 ? top - 90.0f : -float_inf;
+          for (index_t i = n / 2 + 1; i < n; ++i)
+            in[static_cast<std::size_t>(i)] = i % 5 == 0 ? top - 90.0f : -float_inf;
         }
         kernel->softmax(in.data(), out.data(), n);
         double m = -float_inf, total = 0;
@@ -278,7 +285,8 @@ TEST_CASE("vector math: the AVX-512 and AVX2 kernels give the same bits") {
     return out;
   };
   const auto wide = outputs(*kernels[0]), narrow = outputs(*kernels[1]);
-  const char* names[] = {"gelu_erf", "gelu_erf_backward", "gelu_tanh", "gelu_tanh_backward", "softmax", "exp, sum"};
+  const char* names[] = {"gelu_erf",           "gelu_erf_backward", "gelu_tanh",
+                         "gelu_tanh_backward", "softmax",           "exp, sum"};
   for (std::size_t i = 0; i < wide.size(); ++i) CHECK_MESSAGE(bits(wide[i]) == bits(narrow[i]), names[i]);
 }
 

@@ -260,8 +260,8 @@ inline void gemm_reading_packed(const Tensor<float, 2>& a, const PackedMatrix& p
 
 // c = act(alpha a b + beta c + bias) as gemm, reading b from `packed` (PackedMatrix(b)) when the packed
 // kernel takes the product (8 rows or more); from b itself when packed is null or empty, for fewer rows, or
-// when another kernel packed it (packed->serves). Same bits either way. Throws shape_error when the shapes disagree and std::logic_error when b no longer
-// holds the values it was packed from.
+// when another kernel packed it (packed->serves). Same bits either way. Throws shape_error when the shapes
+// disagree and std::logic_error when b no longer holds the values it was packed from.
 inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const PackedMatrix* packed,
                  Tensor<float, 2>& c, float alpha = 1.0f, float beta = 0.0f, const Epilogue<float>& epilogue = {},
                  Tiling tiling = Tiling::pool) {
