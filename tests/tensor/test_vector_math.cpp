@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "eigenformer/tensor.hpp"
+#include "eigenformer/train/optimizers.hpp"
 #include "support/cases.hpp"
 
 namespace ef = eigenformer;
@@ -311,4 +312,51 @@ TEST_CASE("vector math: the layers use the kernels when the CPU has them, and Ei
     CHECK(ours(1, j) == row[static_cast<std::size_t>(j)]);  // the tensor op takes the kernel's path
     CHECK(std::abs(ours(1, j) - eigen_softmax(1, j)) <= 1e-6f * eigen_softmax(1, j));
   }
+}
+
+// The AdamW kernel against the portable loops of train/optimizers.hpp (themselves checked bit for bit
+// against torch.optim.AdamW in tests/train/test_optimizers.cpp): the same bits, with and without amsgrad,
+// over a length that ends in a partial register, with gradients that include zeros and large values.
+TEST_CASE("vector math: the AdamW update gives the portable loops' bits") {
+  std::mt19937 gen(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const index_t n = 1003;
+  std::vector<float> x0(n), g(n), m0(n), v0(n), vmax0(n);
+  for (index_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    x0[k] = normal(gen);
+    g[k] = i % 11 == 0 ? 0.0f : normal(gen) * (i % 7 == 0 ? 1e3f : 1e-2f);
+    m0[k] = normal(gen) * 1e-2f;
+    v0[k] = std::abs(normal(gen)) * 1e-4f;
+    vmax0[k] = i % 3 == 0 ? 0.0f : v0[k] * 2.0f;
+  }
+  const ef::backend::detail::AdamWStep step{0.999f, 0.9f, 0.1f, 0.999f, 1e-3f, 1e-8f, -1.2e-3f, 0.0316f};
+  const ef::train::detail::AdamWScalars<float> scalars{step.decay, step.beta1, step.one_minus_beta1, step.beta2,
+                                                       step.one_minus_beta2, step.eps, step.neg_step_size,
+                                                       step.bc2_sqrt};
+  std::size_t compared = 0;
+  for (const VectorMathKernel* kernel : vector_kernels_on_this_cpu()) {
+    const std::string isa = ef::backend::cpu_isa_name(kernel->isa);
+    CAPTURE(isa);
+    for (const bool amsgrad : {false, true}) {
+      CAPTURE(amsgrad);
+      auto x = x0, m = m0, v = v0, vmax = vmax0;
+      auto xr = x0, mr = m0, vr = v0, vmaxr = vmax0;
+      for (int t = 0; t < 3; ++t) {
+        kernel->adamw(n, x.data(), g.data(), m.data(), v.data(), amsgrad ? vmax.data() : nullptr, step);
+        for (index_t b = 0; b < n; b += ef::train::detail::adamw_block)
+          ef::train::detail::adamw_update(std::min(ef::train::detail::adamw_block, n - b), xr.data() + b, g.data() + b,
+                                          mr.data() + b, vr.data() + b, amsgrad ? vmaxr.data() + b : nullptr, scalars);
+      }
+      for (index_t i = 0; i < n; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        CHECK_MESSAGE(std::bit_cast<std::uint32_t>(x[k]) == std::bit_cast<std::uint32_t>(xr[k]), "x at " << i);
+        CHECK_MESSAGE(std::bit_cast<std::uint32_t>(m[k]) == std::bit_cast<std::uint32_t>(mr[k]), "m at " << i);
+        CHECK_MESSAGE(std::bit_cast<std::uint32_t>(v[k]) == std::bit_cast<std::uint32_t>(vr[k]), "v at " << i);
+        CHECK_MESSAGE(std::bit_cast<std::uint32_t>(vmax[k]) == std::bit_cast<std::uint32_t>(vmaxr[k]), "vmax at " << i);
+        ++compared;
+      }
+    }
+  }
+  eftest::check_ran_at_least(compared, vector_kernels_on_this_cpu().empty() ? 0 : 2 * n, "AdamW elements");
 }

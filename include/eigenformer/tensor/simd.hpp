@@ -43,6 +43,7 @@ struct SimdFloat {
   static reg min(reg a, reg b) { return _mm512_maskz_min_ps(all, a, b); }
   static reg max(reg a, reg b) { return _mm512_maskz_max_ps(all, a, b); }
   static reg abs(reg a) { return _mm512_abs_ps(a); }
+  static reg sqrt(reg a) { return _mm512_sqrt_ps(a); }  // correctly rounded, as std::sqrt
   static mask less(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }  // false where NaN
   static mask greater_equal(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
   static mask not_equal(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true where NaN
@@ -92,6 +93,7 @@ struct SimdFloat {
   static reg min(reg a, reg b) { return _mm256_min_ps(a, b); }
   static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
   static reg abs(reg a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
+  static reg sqrt(reg a) { return _mm256_sqrt_ps(a); }
   static mask less(reg a, reg b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
   static mask greater_equal(reg a, reg b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
   static mask not_equal(reg a, reg b) { return _mm256_cmp_ps(a, b, _CMP_NEQ_UQ); }

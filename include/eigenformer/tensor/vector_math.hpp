@@ -24,6 +24,11 @@
 
 namespace eigenformer::backend::detail {
 
+// One AdamW step's float scalars, each already rounded to float (train/optimizers.hpp says how).
+struct AdamWStep {
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, neg_step_size, bc2_sqrt;
+};
+
 // One instruction set's kernels. Each reads and writes n floats; in may equal out except for softmax.
 struct VectorMathKernel {
   CpuIsa isa;
@@ -37,6 +42,10 @@ struct VectorMathKernel {
   void (*exp_shifted)(float* row, index_t n, float shift);
   // The sum of n floats in an order that does not depend on the instruction set.
   float (*sum)(const float* p, index_t n);
+  // AdamW on n elements of the parameter x with gradient g, moments m and v (and amsgrad's running max vmax,
+  // or null): torch.optim.AdamW's single-tensor order, one rounding per operation, so the same bits as
+  // train/optimizers.hpp's portable loops.
+  void (*adamw)(index_t n, float* x, const float* g, float* m, float* v, float* vmax, const AdamWStep& c);
 };
 
 }  // namespace eigenformer::backend::detail

@@ -217,6 +217,41 @@ struct VectorMath {
       for (index_t i = 0; i < n; ++i)
         if (in[i] - m < exp_lowest && in[i] != neg_inf) out[i] = std::exp(in[i] - m) / total;
   }
+
+  // Every operation one IEEE rounding, in torch's order (no fused multiply-add: each product is rounded
+  // before its sum, as train/optimizers.hpp's loops are kept from fusing).
+  static reg adamw_lanes(reg x, reg g, reg& m, reg& v, float* vmax_at, int lanes, const AdamWStep& c) {
+    const reg decayed = F::mul(x, F::set1(c.decay));                                    // param.mul_(1 - lr wd)
+    m = F::add(F::mul(m, F::set1(c.beta1)), F::mul(F::set1(c.one_minus_beta1), g));  // m beta1 + (1 - beta1) g
+    v = F::add(F::mul(v, F::set1(c.beta2)), F::mul(F::mul(F::set1(c.one_minus_beta2), g), g));  // addcmul_
+    reg second = v;
+    if (vmax_at) {  // torch.maximum of the running max and v, kept where v is not greater (NaN included)
+      const reg old = lanes == width ? F::load(vmax_at) : F::load_first(vmax_at, lanes);
+      second = F::select(F::less(old, v), v, old);
+      if (lanes == width) F::store(vmax_at, second);
+      else F::store_first(vmax_at, second, lanes);
+    }
+    const reg denom = F::add(F::div(F::sqrt(second), F::set1(c.bc2_sqrt)), F::set1(c.eps));
+    return F::add(decayed, F::div(F::mul(F::set1(c.neg_step_size), m), denom));  // addcdiv
+  }
+  static void adamw(index_t n, float* x, const float* g, float* m, float* v, float* vmax, const AdamWStep& c) {
+    index_t i = 0;
+    for (; i + width <= n; i += width) {
+      reg mi = F::load(m + i), vi = F::load(v + i);
+      F::store(x + i, adamw_lanes(F::load(x + i), F::load(g + i), mi, vi, vmax ? vmax + i : nullptr, width, c));
+      F::store(m + i, mi);
+      F::store(v + i, vi);
+    }
+    if (i < n) {
+      const int rest = static_cast<int>(n - i);
+      reg mi = F::load_first(m + i, rest), vi = F::load_first(v + i, rest);
+      const reg xi = adamw_lanes(F::load_first(x + i, rest), F::load_first(g + i, rest), mi, vi,
+                                 vmax ? vmax + i : nullptr, rest, c);
+      F::store_first(x + i, xi, rest);
+      F::store_first(m + i, mi, rest);
+      F::store_first(v + i, vi, rest);
+    }
+  }
 };
 
 inline constexpr VectorMathKernel vector_math_entry{this_isa,
@@ -226,4 +261,5 @@ inline constexpr VectorMathKernel vector_math_entry{this_isa,
                                                    &VectorMath::gelu_tanh_backward,
                                                    &VectorMath::softmax,
                                                    &VectorMath::exp_shifted,
-                                                   &VectorMath::sum};
+                                                   &VectorMath::sum,
+                                                   &VectorMath::adamw};

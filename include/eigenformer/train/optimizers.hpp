@@ -249,8 +249,16 @@ class AdamW {
         T* m = s.exp_avg.data();
         T* v = s.exp_avg_sq.data();
         T* vmax = o.amsgrad ? s.max_exp_avg_sq.data() : nullptr;
-        // Element-wise, so any split between threads gives the same bits.
+        // Element-wise, so any split between threads gives the same bits. For float, the vector kernel of
+        // the instruction set chosen at run time where there is one (tensor/vector_math.hpp; the same bits).
+        const backend::detail::VectorMathKernel* kernel = nullptr;
+        if constexpr (std::is_same_v<T, float>) kernel = backend::detail::vector_math_kernel();
         backend::parallel_for(n, adamw_grain, [&](index_t begin, index_t end) {
+          if constexpr (std::is_same_v<T, float>)
+            if (kernel)
+              return kernel->adamw(end - begin, x + begin, gr + begin, m + begin, v + begin,
+                                   vmax ? vmax + begin : nullptr,
+                                   {decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, neg_step_size, bc2_sqrt});
           for (index_t b = begin; b < end; b += detail::adamw_block)
             detail::adamw_update(std::min(detail::adamw_block, end - b), x + b, gr + b, m + b, v + b,
                                  vmax ? vmax + b : nullptr, {decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
