@@ -43,7 +43,7 @@ struct SimdFloat {
   static reg min(reg a, reg b) { return _mm512_maskz_min_ps(all, a, b); }
   static reg max(reg a, reg b) { return _mm512_maskz_max_ps(all, a, b); }
   static reg abs(reg a) { return _mm512_abs_ps(a); }
-  static reg sqrt(reg a) { return _mm512_sqrt_ps(a); }  // correctly rounded, as std::sqrt
+  static reg sqrt(reg a) { return _mm512_maskz_sqrt_ps(all, a); }  // correctly rounded, as std::sqrt
   static mask less(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }  // false where NaN
   static mask greater_equal(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
   static mask not_equal(reg a, reg b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true where NaN

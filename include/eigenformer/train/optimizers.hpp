@@ -258,7 +258,8 @@ class AdamW {
             if (kernel)
               return kernel->adamw(end - begin, x + begin, gr + begin, m + begin, v + begin,
                                    vmax ? vmax + begin : nullptr,
-                                   {decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, neg_step_size, bc2_sqrt});
+                                   {decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, neg_step_size,
+                                    bc2_sqrt});
           for (index_t b = begin; b < end; b += detail::adamw_block)
             detail::adamw_update(std::min(detail::adamw_block, end - b), x + b, gr + b, m + b, v + b,
                                  vmax ? vmax + b : nullptr, {decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
