@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "eigenformer/tensor/creation.hpp"
+#include "eigenformer/tensor/vector_math.hpp"
 
 namespace eigenformer {
 
@@ -283,12 +284,22 @@ namespace detail {
 template <floating_element T>
 void bernoulli_fill(T* out, index_t n, double p, T kept, Generator& gen) {
   const auto threshold = static_cast<std::uint64_t>(std::ceil(p * 0x1.0p53));
+  [[maybe_unused]] const backend::detail::VectorMathKernel* kernel = nullptr;
+  if constexpr (std::is_same_v<T, float>) kernel = backend::detail::vector_math_kernel();
   constexpr index_t chunk = 1024;  // 8 KB of words: stays in L1 between drawing and comparing
   std::uint32_t words[2 * chunk];
   for (index_t start = 0; start < n; start += chunk) {
     const index_t len = std::min(chunk, n - start);
     gen.random_block(words, static_cast<std::size_t>(2 * len));
     T* o = out + start;
+    if constexpr (std::is_same_v<T, float>) {
+      // The same comparison by the vector kernel chosen at run time (tensor/vector_math.hpp): without it,
+      // a build without -mavx2 has no 64-bit vector compare and runs this loop one element at a time.
+      if (kernel) {
+        kernel->bernoulli(words, o, len, threshold, kept);
+        continue;
+      }
+    }
     for (index_t i = 0; i < len; ++i) {
       const std::uint64_t v = (std::uint64_t{words[2 * i] & 0x1FFFFFu} << 32) | words[2 * i + 1];
       o[i] = v < threshold ? kept : T(0);

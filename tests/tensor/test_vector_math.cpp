@@ -360,3 +360,36 @@ TEST_CASE("vector math: the AdamW update gives the portable loops' bits") {
   }
   eftest::check_ran_at_least(compared, vector_kernels_on_this_cpu().empty() ? 0 : 2 * n, "AdamW elements");
 }
+
+// Dropout's mask kernel against the scalar comparison of random.hpp (itself checked against torch's masks
+// in the dropout tests): the same values for thresholds from 0 (p = 0) to 2^53 (p = 1), for lengths that end
+// in a partial register, and words with every bit pattern the generator can give.
+TEST_CASE("vector math: dropout's mask kernel gives the scalar comparison's values") {
+  std::mt19937 gen(21);
+  std::vector<std::uint32_t> words(2 * 300);
+  for (auto& w : words) w = static_cast<std::uint32_t>(gen());
+  words[0] = 0xFFFFFFFFu, words[1] = 0xFFFFFFFFu;  // the largest number, 2^53 - 1
+  words[2] = 0x00200000u, words[3] = 0u;           // bits above the 53 ignored: the number 0
+  std::size_t compared = 0;
+  for (const VectorMathKernel* kernel : vector_kernels_on_this_cpu()) {
+    const std::string isa = ef::backend::cpu_isa_name(kernel->isa);
+    CAPTURE(isa);
+    for (const double p : {0.0, 1e-9, 0.1, 0.5, 0.9, 1.0}) {
+      const auto threshold = static_cast<std::uint64_t>(std::ceil(p * 0x1.0p53));
+      for (index_t n : {1, 7, 8, 9, 15, 16, 17, 33, 300}) {
+        CAPTURE(p);
+        CAPTURE(n);
+        std::vector<float> out(static_cast<std::size_t>(n) + 1, 7.0f);
+        kernel->bernoulli(words.data(), out.data(), n, threshold, 1.25f);
+        for (index_t i = 0; i < n; ++i) {
+          const auto k = static_cast<std::size_t>(i);
+          const std::uint64_t v = (std::uint64_t{words[2 * k] & 0x1FFFFFu} << 32) | words[2 * k + 1];
+          CHECK_MESSAGE(out[k] == (v < threshold ? 1.25f : 0.0f), "element " << i);
+          ++compared;
+        }
+        CHECK(out[static_cast<std::size_t>(n)] == 7.0f);  // nothing written past n
+      }
+    }
+  }
+  eftest::check_ran_at_least(compared, vector_kernels_on_this_cpu().empty() ? 0 : 6 * 404, "mask elements");
+}

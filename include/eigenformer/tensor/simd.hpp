@@ -9,6 +9,8 @@
 // (EIGENFORMER_SIMD_FLOAT is then defined), for code that is compiled for one instruction set only.
 #pragma once
 
+#include <cstdint>
+
 #include "eigenformer/tensor/cpu_isa.hpp"
 
 #if defined(EIGENFORMER_X86_KERNELS)
@@ -54,6 +56,17 @@ struct SimdFloat {
   static reg exp2_int(reg n) {
     const __m512i e = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(all, n), _mm512_set1_epi32(127));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, e, 23));
+  }
+  // Dropout's mask (random.hpp's bernoulli_fill) for 16 elements from 32 words of the generator: element i
+  // is `kept` where the 53-bit number (words[2i] & 0x1FFFFF) << 32 | words[2i + 1] is below threshold (at
+  // most 2^53), else 0. Rotating each 64-bit lane by 32 puts the first word of its pair on top.
+  static reg below_threshold(const std::uint32_t* words, std::uint64_t threshold, reg kept) {
+    const __m512i low53 = _mm512_set1_epi64(static_cast<long long>((std::uint64_t{0x1FFFFF} << 32) | 0xFFFFFFFFu));
+    const __m512i limit = _mm512_set1_epi64(static_cast<long long>(threshold));
+    const __m512i a = _mm512_and_si512(_mm512_maskz_rol_epi64(0xFF, _mm512_loadu_si512(words), 32), low53);
+    const __m512i b = _mm512_and_si512(_mm512_maskz_rol_epi64(0xFF, _mm512_loadu_si512(words + 16), 32), low53);
+    const unsigned below = _mm512_cmplt_epu64_mask(a, limit) | (unsigned{_mm512_cmplt_epu64_mask(b, limit)} << 8);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(below), kept);
   }
   static __m256 low_half(reg v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
   static __m256 high_half(reg v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
@@ -103,6 +116,22 @@ struct SimdFloat {
   static reg exp2_int(reg n) {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+  }
+  // As avx512::SimdFloat's, for 8 elements from 16 words (0xB1 swaps the two words of each pair); the
+  // 64-bit compare is signed, and every number and the threshold lie below 2^63.
+  static reg below_threshold(const std::uint32_t* words, std::uint64_t threshold, reg kept) {
+    const __m256i low53 = _mm256_set1_epi64x(static_cast<long long>((std::uint64_t{0x1FFFFF} << 32) | 0xFFFFFFFFu));
+    const __m256i limit = _mm256_set1_epi64x(static_cast<long long>(threshold));
+    const __m256i a = _mm256_and_si256(
+        _mm256_shuffle_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words)), 0xB1), low53);
+    const __m256i b = _mm256_and_si256(
+        _mm256_shuffle_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8)), 0xB1), low53);
+    // Each 64-bit result is all ones or all zeros: its low 32 bits, four from each, make the 8 lanes.
+    const __m256i low_words = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    const __m256i ca = _mm256_permutevar8x32_epi32(_mm256_cmpgt_epi64(limit, a), low_words);
+    const __m256i cb = _mm256_permutevar8x32_epi32(_mm256_cmpgt_epi64(limit, b), low_words);
+    const __m256i below = _mm256_inserti128_si256(ca, _mm256_castsi256_si128(cb), 1);
+    return _mm256_and_ps(_mm256_castsi256_ps(below), kept);
   }
   // The 8 lanes' sum: halves added, then quarters, then the last two: a fixed order.
   static float sum8(reg v) {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "eigenformer/tensor/cpu_isa.hpp"
@@ -46,6 +47,9 @@ struct VectorMathKernel {
   // or null): torch.optim.AdamW's single-tensor order, one rounding per operation, so the same bits as
   // train/optimizers.hpp's portable loops.
   void (*adamw)(index_t n, float* x, const float* g, float* m, float* v, float* vmax, const AdamWStep& c);
+  // Dropout's mask from 2n generator words: out[i] = kept where (words[2i] & 0x1FFFFF) << 32 | words[2i + 1]
+  // is below threshold, else 0 (random.hpp's bernoulli_fill, the same values).
+  void (*bernoulli)(const std::uint32_t* words, float* out, index_t n, std::uint64_t threshold, float kept);
 };
 
 }  // namespace eigenformer::backend::detail

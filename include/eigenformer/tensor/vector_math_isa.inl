@@ -252,6 +252,18 @@ struct VectorMath {
       F::store_first(v + i, vi, rest);
     }
   }
+
+  // out[i] = kept where the 53-bit number of words 2i and 2i + 1 is below threshold, else 0 (random.hpp's
+  // bernoulli_fill; the last few elements by the same formula one at a time).
+  static void bernoulli(const std::uint32_t* words, float* out, index_t n, std::uint64_t threshold, float kept) {
+    const reg k = F::set1(kept);
+    index_t i = 0;
+    for (; i + width <= n; i += width) F::store(out + i, F::below_threshold(words + 2 * i, threshold, k));
+    for (; i < n; ++i) {
+      const std::uint64_t v = (std::uint64_t{words[2 * i] & 0x1FFFFFu} << 32) | words[2 * i + 1];
+      out[i] = v < threshold ? kept : 0.0f;
+    }
+  }
 };
 
 inline constexpr VectorMathKernel vector_math_entry{this_isa,
@@ -262,4 +274,5 @@ inline constexpr VectorMathKernel vector_math_entry{this_isa,
                                                    &VectorMath::softmax,
                                                    &VectorMath::exp_shifted,
                                                    &VectorMath::sum,
-                                                   &VectorMath::adamw};
+                                                   &VectorMath::adamw,
+                                                   &VectorMath::bernoulli};
