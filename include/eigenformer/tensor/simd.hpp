@@ -52,6 +52,13 @@ struct SimdFloat {
   static mask both(mask a, mask b) { return static_cast<mask>(a & b); }
   static bool any(mask m) { return m != 0; }
   static reg select(mask m, reg if_true, reg if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+  // v, opaque to the optimiser: GCC at -O2 (-ffp-contract=fast, its default) fuses an intrinsic's product
+  // with the addition that uses it into one FMA, skipping the product's rounding. A product that must be
+  // rounded on its own (to give the portable loops' or torch's bits) goes through here first.
+  static reg rounded(reg v) {
+    __asm__("" : "+v"(v));
+    return v;
+  }
   // 2^n for whole numbers n in [-126, 127] held as floats: n + 127 in the exponent field.
   static reg exp2_int(reg n) {
     const __m512i e = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(all, n), _mm512_set1_epi32(127));
@@ -113,6 +120,10 @@ struct SimdFloat {
   static mask both(mask a, mask b) { return _mm256_and_ps(a, b); }
   static bool any(mask m) { return _mm256_movemask_ps(m) != 0; }
   static reg select(mask m, reg if_true, reg if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
+  static reg rounded(reg v) {
+    __asm__("" : "+v"(v));
+    return v;
+  }
   static reg exp2_int(reg n) {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));

@@ -218,12 +218,14 @@ struct VectorMath {
         if (in[i] - m < exp_lowest && in[i] != neg_inf) out[i] = std::exp(in[i] - m) / total;
   }
 
-  // Every operation one IEEE rounding, in torch's order (no fused multiply-add: each product is rounded
-  // before its sum, as train/optimizers.hpp's loops are kept from fusing).
+  // Every operation one IEEE rounding, in torch's order: no fused multiply-add, each product rounded before
+  // its sum (F::rounded keeps GCC from fusing them, as train/optimizers.hpp's loops are kept from it).
   static reg adamw_lanes(reg x, reg g, reg& m, reg& v, float* vmax_at, int lanes, const AdamWStep& c) {
-    const reg decayed = F::mul(x, F::set1(c.decay));                                    // param.mul_(1 - lr wd)
-    m = F::add(F::mul(m, F::set1(c.beta1)), F::mul(F::set1(c.one_minus_beta1), g));  // m beta1 + (1 - beta1) g
-    v = F::add(F::mul(v, F::set1(c.beta2)), F::mul(F::mul(F::set1(c.one_minus_beta2), g), g));  // addcmul_
+    const reg decayed = F::rounded(F::mul(x, F::set1(c.decay)));  // param.mul_(1 - lr wd)
+    m = F::add(F::rounded(F::mul(m, F::set1(c.beta1))),
+               F::rounded(F::mul(F::set1(c.one_minus_beta1), g)));  // m beta1 + (1 - beta1) g
+    v = F::add(F::rounded(F::mul(v, F::set1(c.beta2))),
+               F::rounded(F::mul(F::mul(F::set1(c.one_minus_beta2), g), g)));  // addcmul_
     reg second = v;
     if (vmax_at) {  // torch.maximum of the running max and v, kept where v is not greater (NaN included)
       const reg old = lanes == width ? F::load(vmax_at) : F::load_first(vmax_at, lanes);
