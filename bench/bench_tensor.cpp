@@ -7,6 +7,7 @@
 // setting (EIGENFORMER_NUM_THREADS, which compare.py --threads sets).
 #include <benchmark/benchmark.h>
 
+#include <eigenformer/nn/layernorm.hpp>
 #include <eigenformer/random.hpp>
 #include <eigenformer/tensor.hpp>
 
@@ -91,6 +92,27 @@ void BM_gelu(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_gelu)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// nn.LayerNorm(768) over 512 rows (GPT-2 small at 512 tokens, BERT-base at batch 4 of 128): range(0) 0 =
+// an inference forward, 1 = a training forward and backward (input and parameter gradients).
+void BM_layer_norm(benchmark::State& state) {
+  ef::manual_seed(0);
+  ef::nn::LayerNorm<float> ln(768);
+  ln.weight->data.copy_(ef::randn({768}));
+  ln.bias->data.copy_(ef::randn({768}));
+  const auto x = ef::randn({512, 768});
+  const auto g = ef::randn({512, 768});
+  if (state.range(0) == 0) ln.eval();
+  for (auto _ : state) {
+    auto y = ln.forward(x);
+    if (state.range(0) == 1) {
+      auto dx = ln.backward(g);
+      benchmark::DoNotOptimize(dx.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_layer_norm)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_add_bias_broadcast(benchmark::State& state) {
   ef::manual_seed(0);

@@ -40,6 +40,15 @@ def workloads():
     s = torch.randn(1, 12, 128, 128)
     for n in THREAD_COUNTS:
         yield f"BM_softmax_last_dim/{n}", "torch.softmax(s, -1)", {"s": s}, n
+    x3 = torch.randn(512, 768)
+    g3 = torch.randn(512, 768)
+    ln = torch.nn.LayerNorm(768)
+    with torch.no_grad():
+        ln.weight.copy_(torch.randn(768))
+        ln.bias.copy_(torch.randn(768))
+    yield "BM_layer_norm/0", "with torch.no_grad(): ln(x)", {"ln": ln, "x": x3}, None
+    x3r = x3.clone().requires_grad_(True)
+    yield "BM_layer_norm/1", "ln(x).backward(g)", {"ln": ln, "x": x3r, "g": g3}, None
     x2 = torch.randn(128, 3072)
     b = torch.randn(3072)
     yield "BM_add_bias_broadcast", "x + b", {"x": x2, "b": b}, None
