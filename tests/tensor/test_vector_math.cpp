@@ -3,16 +3,21 @@
 // function computed in double, the special values, and AVX-512 against AVX2 bit for bit. The layers'
 // PyTorch fixtures (test_activation.cpp, the models' tests) run through them too, and again under
 // EIGENFORMER_MAX_CPU_ISA=avx2 and =baseline (ctest's unit_avx2 and unit_baseline), where Eigen computes.
+// This file is compiled alone at -O2 (tests/CMakeLists.txt): from -O2 on GCC fuses a product with the sum
+// that takes it, and the bit comparisons must see a kernel that lets that happen.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numbers>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "eigenformer/nn/layernorm.hpp"
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/train/optimizers.hpp"
 #include "support/cases.hpp"
@@ -399,4 +404,109 @@ TEST_CASE("vector math: dropout's mask kernel gives the scalar comparison's valu
     }
   }
   eftest::check_ran_at_least(compared, vector_kernels_on_this_cpu().empty() ? 0 : 6 * 404, "mask elements");
+}
+
+// LayerNorm's kernels against its portable loops (nn/layernorm.hpp, run under the baseline cap): the
+// forward with its saved statistics, the input and parameter gradients, and inference's add_forward, for
+// rows that end in every position of a group of eight and of a register, with and without the affine
+// parameters, and with means far from 0 (the variance's two passes). The same bits, where this file is built
+// without FMA as by default (the portable loops are then what a build without -march runs); built with FMA
+// (EIGENFORMER_NATIVE_TESTS), the compiler may fuse the loops' products, and they are compared to 1e-5.
+TEST_CASE("vector math: LayerNorm's kernels give the portable loops' bits") {
+  const auto kernels = vector_kernels_on_this_cpu();
+  struct Case {
+    index_t c;
+    bool affine;
+    float offset;
+  };
+  const std::vector<Case> cases = {{1, true, 0.0f},     {7, true, 0.0f},     {8, true, 100.0f},
+                                   {9, false, 0.0f},    {16, true, -3.0f},   {23, true, 1e4f},
+                                   {31, true, 1000.0f}, {768, true, 100.0f}, {768, false, 0.0f},
+                                   {1027, true, 5.0f}};
+  const CpuIsa saved = ef::backend::cpu_isa();
+  std::size_t compared = 0;
+  for (const Case& k : cases) {
+    CAPTURE(k.c);
+    CAPTURE(k.affine);
+    ef::manual_seed(static_cast<std::uint64_t>(k.c));
+    const auto x = ef::randn<float>({5, k.c}) * 3.0f + k.offset;
+    const auto residual = ef::randn<float>({5, k.c});
+    const auto g = ef::randn<float>({5, k.c});
+    const auto weight = ef::randn<float>({k.c}), bias = ef::randn<float>({k.c});
+    // y, dx, dweight, dbias and add_forward's output, one after another.
+    auto run = [&](CpuIsa isa) {
+      ef::backend::set_max_cpu_isa(isa);
+      ef::nn::LayerNorm<float> ln(k.c, 1e-5, k.affine);
+      if (k.affine) {
+        ln.weight->data.copy_(weight);
+        ln.bias->data.copy_(bias);
+      }
+      std::vector<float> out;
+      auto keep = [&out](const float* p, index_t n) { out.insert(out.end(), p, p + n); };
+      ln.train();
+      const auto y = ln.forward(x);
+      const auto dx = ln.backward(g);
+      keep(y.data(), y.numel());
+      keep(dx.data(), dx.numel());
+      if (k.affine) {
+        keep(ln.weight->grad().data(), k.c);
+        keep(ln.bias->grad().data(), k.c);
+      }
+      ln.eval();
+      auto sum = x.clone();
+      const auto fused = ln.add_forward(sum, residual);
+      keep(fused.data(), fused.numel());
+      return out;
+    };
+    const auto portable = run(CpuIsa::baseline);
+    for (const VectorMathKernel* kernel : kernels) {
+      const std::string isa = ef::backend::cpu_isa_name(kernel->isa);
+      CAPTURE(isa);
+      const auto ours = run(kernel->isa);
+      REQUIRE(ours.size() == portable.size());
+      for (std::size_t i = 0; i < ours.size(); ++i) {
+#if defined(__FMA__)
+        CHECK_MESSAGE(std::abs(ours[i] - portable[i]) <= 1e-5f * (1.0f + std::abs(portable[i])), "output " << i);
+#else
+        CHECK_MESSAGE(std::bit_cast<std::uint32_t>(ours[i]) == std::bit_cast<std::uint32_t>(portable[i]),
+                      "output " << i << ": " << ours[i] << " against " << portable[i]);
+#endif
+        ++compared;
+      }
+    }
+  }
+  ef::backend::set_max_cpu_isa(saved);
+  eftest::check_ran_at_least(compared, kernels.empty() ? 0 : 8 * 5 * 768, "LayerNorm outputs");
+
+  // The two sums alone against backend::sum_in_double, every length up to 40 (the empty sum included) and a
+  // long one; the squares' sum with mean 0 is clip_grad_norm's. The mean has all of double's bits, as a row's
+  // mean has, so that the squares are not exact (with a short mean such as 9.5 they are, and a fused
+  // multiply-add in the kernel would go unseen).
+  const double mean = 9.5 + 1.0 / 3.0;
+  std::mt19937 gen(17);
+  std::normal_distribution<float> normal(10.0f, 3.0f);
+  std::vector<float> p(1001);
+  for (float& v : p) v = normal(gen);
+  std::vector<index_t> lengths(41);
+  for (index_t n = 0; n <= 40; ++n) lengths[static_cast<std::size_t>(n)] = n;
+  lengths.push_back(1000);
+  std::size_t sums = 0;
+  for (const VectorMathKernel* kernel : kernels)
+    for (index_t n : lengths) {
+      CAPTURE(n);
+      const float* q = p.data() + 1;  // not 32-byte aligned
+      const double plain = ef::backend::sum_in_double(n, [q](index_t j) { return static_cast<double>(q[j]); });
+      const double squares = ef::backend::sum_in_double(n, [q, mean](index_t j) {
+        const double d = static_cast<double>(q[j]) - mean;
+        return d * d;
+      });
+      CHECK(std::bit_cast<std::uint64_t>(kernel->sum_double(q, n)) == std::bit_cast<std::uint64_t>(plain));
+#if !defined(__FMA__)
+      CHECK(std::bit_cast<std::uint64_t>(kernel->sum_squared_deviation(q, n, mean)) ==
+            std::bit_cast<std::uint64_t>(squares));
+#endif
+      CHECK(std::abs(kernel->sum_squared_deviation(q, n, mean) - squares) <= 1e-12 * squares);
+      ++sums;
+    }
+  eftest::check_ran_at_least(sums, kernels.empty() ? 0 : 41, "sums");
 }

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "eigenformer/nn/detail/checks.hpp"
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/vector_math.hpp"
 
 namespace eigenformer::nn {
 
@@ -67,9 +69,10 @@ class LayerNorm : public Module<T> {
     }
     T* mean_out = record ? mean->data() : nullptr;
     T* rstd_out = record ? rstd->data() : nullptr;
+    const Kernel* kernel = row_kernel();
     backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
       for (index_t i = begin; i < end; ++i)
-        normalize_row(xc.data() + i * c, y.data() + i * c, mean_out ? mean_out + i : nullptr,
+        normalize_row(kernel, xc.data() + i * c, y.data() + i * c, mean_out ? mean_out + i : nullptr,
                       rstd_out ? rstd_out + i : nullptr);
     });
     if (record)
@@ -98,12 +101,13 @@ class LayerNorm : public Module<T> {
     }
     const index_t n = x.numel() / size_, c = size_;
     auto y = Tensor<T, R>::empty(x.shape());
+    const Kernel* kernel = row_kernel();
     backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
       for (index_t i = begin; i < end; ++i) {
         T* xr = x.data() + i * c;
         const T* rr = residual.data() + i * c;
         for (index_t j = 0; j < c; ++j) xr[j] += rr[j];
-        normalize_row(xr, y.data() + i * c, nullptr, nullptr);
+        normalize_row(kernel, xr, y.data() + i * c, nullptr, nullptr);
       }
     });
     return y;
@@ -119,8 +123,16 @@ class LayerNorm : public Module<T> {
     const auto g2 = grad_output.reshape(Shape<2>{n, c});
     auto dx = Tensor<T, 2>::empty({n, c});
     const T* w = weight ? weight->data.data() : nullptr;
+    const Kernel* kernel = row_kernel();
     // Rows are independent: one chunk of rows per task.
     backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
+      if constexpr (std::is_same_v<T, float>)
+        if (kernel) {
+          for (index_t i = begin; i < end; ++i)
+            kernel->layer_norm_backward(ctx.x.data() + i * c, g2.data() + i * c, w, ctx.mean(i), ctx.rstd(i),
+                                        dx.data() + i * c, c);
+          return;
+        }
       std::vector<T> xhat(static_cast<std::size_t>(c)), g(static_cast<std::size_t>(c));
       for (index_t i = begin; i < end; ++i) {
         const T* xr = ctx.x.data() + i * c;
@@ -157,6 +169,13 @@ class LayerNorm : public Module<T> {
         const auto width = static_cast<std::size_t>(end - begin);
         std::vector<double> dw_acc(dw ? width : 0), db_acc(db ? width : 0);
         for (index_t i = 0; i < n; ++i) {
+          if constexpr (std::is_same_v<T, float>)
+            if (kernel) {
+              kernel->layer_norm_param_grads(g2.data() + i * c + begin, ctx.x.data() + i * c + begin, ctx.mean(i),
+                                             ctx.rstd(i), dw ? dw_acc.data() : nullptr, db ? db_acc.data() : nullptr,
+                                             end - begin);
+              continue;
+            }
           const T* gr = g2.data() + i * c + begin;
           const T* xr = ctx.x.data() + i * c + begin;
           const T mu = ctx.mean(i), rs = ctx.rstd(i);
@@ -181,16 +200,35 @@ class LayerNorm : public Module<T> {
     Tensor<T, 1> rstd;  // (N)
     std::vector<index_t> shape;
   };
+  // Float rows go to the element-wise kernels where this CPU has them (tensor/vector_math.hpp): the same
+  // operations in the same order as the loops here, so the same bits (and the same on AVX-512 and AVX2),
+  // where the compiler would vectorise these loops only as far as the build's flags allow (SSE2 without
+  // any). Null for double, and under EIGENFORMER_MAX_CPU_ISA=baseline.
+  using Kernel = backend::detail::VectorMathKernel;
+  static const Kernel* row_kernel() {
+    if constexpr (std::is_same_v<T, float>) return backend::detail::vector_math_kernel();
+    return nullptr;
+  }
+
   // y = (x - mean) * rstd * weight + bias for one row of C values; mean and rstd stored when asked for.
-  void normalize_row(const T* xr, T* yr, T* mean_out, T* rstd_out) const {
+  void normalize_row(const Kernel* kernel, const T* xr, T* yr, T* mean_out, T* rstd_out) const {
     const index_t c = size_;
     // Two passes in double: the mean, then the mean squared deviation (no cancellation for large means).
-    const double m = backend::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) /
-                     static_cast<double>(c);
-    const double v = backend::sum_in_double(c, [xr, m](index_t j) {
-                       const double d = static_cast<double>(xr[j]) - m;
-                       return d * d;
-                     }) / static_cast<double>(c);
+    double m = 0, v = 0;
+    bool kernel_row = false;
+    if constexpr (std::is_same_v<T, float>)
+      if (kernel) {
+        m = kernel->sum_double(xr, c) / static_cast<double>(c);
+        v = kernel->sum_squared_deviation(xr, c, m) / static_cast<double>(c);
+        kernel_row = true;
+      }
+    if (!kernel_row) {
+      m = backend::sum_in_double(c, [xr](index_t j) { return static_cast<double>(xr[j]); }) / static_cast<double>(c);
+      v = backend::sum_in_double(c, [xr, m](index_t j) {
+            const double d = static_cast<double>(xr[j]) - m;
+            return d * d;
+          }) / static_cast<double>(c);
+    }
     const T mu = static_cast<T>(m);
     const T rs = static_cast<T>(1.0 / std::sqrt(v + eps_));
     if (mean_out) {
@@ -199,6 +237,8 @@ class LayerNorm : public Module<T> {
     }
     const T* w = weight ? weight->data.data() : nullptr;
     const T* b = bias ? bias->data.data() : nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (kernel) return kernel->layer_norm(xr, yr, c, mu, rs, w, b);
     for (index_t j = 0; j < c; ++j) {
       const T xhat = (xr[j] - mu) * rs;
       yr[j] = (w ? xhat * w[j] : xhat) + (b ? b[j] : T(0));

@@ -3,7 +3,8 @@
 // set: avx512::SimdFloat (16 floats a register) and avx2::SimdFloat (8), with this_isa naming the set, each
 // compiled inside its target region (cpu_isa.hpp) so that both exist in every GCC or Clang build on x86-64,
 // whatever its flags. The kernels are written once against SimdFloat's static functions (for_each_isa.inl
-// compiles them in both namespaces), so a new instruction set is one more definition here.
+// compiles them in both namespaces), so a new instruction set is one more definition here. SimdDouble8
+// holds eight doubles (one AVX-512 register, two AVX2 ones), for sums kept in double.
 //
 // SimdFloat in namespace detail is the widest of the two that the translation unit's own flags enable
 // (EIGENFORMER_SIMD_FLOAT is then defined), for code that is compiled for one instruction set only.
@@ -83,6 +84,23 @@ struct SimdFloat {
   static float sum16(const reg* v);
   static float max16(const reg* v);
 };
+// Eight doubles, for the sums that backend.hpp's sum_in_double keeps in eight running totals (lane u sums
+// the terms j = u mod 8), each taken from a group of eight floats (an AVX2 register, avx2::SimdFloat).
+struct SimdDouble8 {
+  using reg = __m512d;
+  static reg zero() { return _mm512_setzero_pd(); }
+  static reg set1(double x) { return _mm512_set1_pd(x); }
+  static reg load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, reg v) { _mm512_storeu_pd(p, v); }
+  static reg widen(__m256 v) { return _mm512_maskz_cvtps_pd(0xFF, v); }
+  static reg add(reg a, reg b) { return _mm512_add_pd(a, b); }
+  static reg sub(reg a, reg b) { return _mm512_sub_pd(a, b); }
+  static reg mul(reg a, reg b) { return _mm512_mul_pd(a, b); }
+  static reg rounded(reg v) {  // as SimdFloat::rounded
+    __asm__("" : "+v"(v));
+    return v;
+  }
+};
 }  // namespace eigenformer::backend::detail::avx512
 EIGENFORMER_TARGET_END
 
@@ -160,6 +178,29 @@ struct SimdFloat {
   static constexpr int per16 = 2;
   static float sum16(const reg* v) { return sum8(add(v[0], v[1])); }
   static float max16(const reg* v) { return max8(max(v[0], v[1])); }
+};
+// As avx512::SimdDouble8, in two registers: lanes 0-3 and 4-7.
+struct SimdDouble8 {
+  struct reg {
+    __m256d lo, hi;
+  };
+  static reg zero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static reg set1(double x) { return {_mm256_set1_pd(x), _mm256_set1_pd(x)}; }
+  static reg load(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + 4)}; }
+  static void store(double* p, reg v) {
+    _mm256_storeu_pd(p, v.lo);
+    _mm256_storeu_pd(p + 4, v.hi);
+  }
+  static reg widen(__m256 v) {
+    return {_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))};
+  }
+  static reg add(reg a, reg b) { return {_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)}; }
+  static reg sub(reg a, reg b) { return {_mm256_sub_pd(a.lo, b.lo), _mm256_sub_pd(a.hi, b.hi)}; }
+  static reg mul(reg a, reg b) { return {_mm256_mul_pd(a.lo, b.lo), _mm256_mul_pd(a.hi, b.hi)}; }
+  static reg rounded(reg v) {
+    __asm__("" : "+v"(v.lo), "+v"(v.hi));
+    return v;
+  }
 };
 }  // namespace eigenformer::backend::detail::avx2
 EIGENFORMER_TARGET_END

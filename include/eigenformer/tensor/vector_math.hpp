@@ -1,12 +1,16 @@
 // Float element-wise kernels of our own, chosen at run time like the products (cpu_isa.hpp): GELU (erf
-// and tanh forms) and its derivative, softmax rows, and the exp and sum of streaming attention.
+// and tanh forms) and its derivative, softmax rows, the exp and sum of streaming attention, the AdamW update,
+// dropout's masks, and LayerNorm's rows (forward, backward, and their sums in double).
 //
 // Why not Eigen's exp and erf: Eigen picks its vector width from the compiler's flags, so a program built
 // without -mavx2 / -march ran them with SSE2 and without fused multiply-adds, 6-9x slower than the same
 // code built with -march=native (a char GPT training step spent 36% of its time in GELU and softmax that
 // way, against 8% native). These kernels are compiled for AVX-512 and AVX2 + FMA whatever the flags
 // (vector_math_isa.inl, once per set) and give the same bits on both; on a CPU without AVX2 (or with
-// EIGENFORMER_MAX_CPU_ISA=baseline) vector_math_kernel() is null and the callers keep Eigen's code.
+// EIGENFORMER_MAX_CPU_ISA=baseline) vector_math_kernel() is null and the callers keep Eigen's code (or
+// their portable loops). The AdamW, dropout and LayerNorm kernels give their portable loops' bits as a
+// build without FMA computes them (AdamW's loops keep them with FMA too, and so torch.optim's): where those
+// round a product before adding it, so do the kernels (SimdFloat::rounded, as GCC at -O2 would fuse them).
 //
 // Accuracy (tests/tensor/test_vector_math.cpp measures it against double): exp to about an ulp on
 // [log(FLT_MIN), 88] and 0 below; GELU's Phi(x) from erfc(|x| / sqrt 2) = R(a) exp(-a^2) with a rational
@@ -50,6 +54,19 @@ struct VectorMathKernel {
   // Dropout's mask from 2n generator words: out[i] = kept where (words[2i] & 0x1FFFFF) << 32 | words[2i + 1]
   // is below threshold, else 0 (random.hpp's bernoulli_fill, the same values).
   void (*bernoulli)(const std::uint32_t* words, float* out, index_t n, std::uint64_t threshold, float kept);
+  // LayerNorm's row work (nn/layernorm.hpp), the same bits as its portable loops. The sums are backend.hpp's
+  // sum_in_double of p[j] and of (p[j] - mean)^2, term for term.
+  double (*sum_double)(const float* p, index_t n);
+  double (*sum_squared_deviation)(const float* p, index_t n, double mean);
+  // y = (x - mean) rstd weight + bias over a row of n (weight and bias may be null).
+  void (*layer_norm)(const float* x, float* y, index_t n, float mean, float rstd, const float* weight,
+                     const float* bias);
+  // The input gradient of one row from its output gradient g.
+  void (*layer_norm_backward)(const float* x, const float* g, const float* weight, float mean, float rstd,
+                              float* dx, index_t n);
+  // Adds one row's terms to the running double sums of the weight and bias gradients (either may be null).
+  void (*layer_norm_param_grads)(const float* g, const float* x, float mean, float rstd, double* dweight,
+                                 double* dbias, index_t n);
 };
 
 }  // namespace eigenformer::backend::detail

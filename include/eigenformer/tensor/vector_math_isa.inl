@@ -266,6 +266,124 @@ struct VectorMath {
       out[i] = v < threshold ? kept : 0.0f;
     }
   }
+
+  // LayerNorm (nn/layernorm.hpp): its portable loops' operations in the same order, so the same bits. The
+  // sums are backend.hpp's sum_in_double term for term: eight running sums in double (lane u takes the terms
+  // j = u mod 8 of the whole groups of eight), added as ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), then the
+  // last n mod 8 terms one at a time. Every product that meets a sum is rounded on its own first, as the
+  // portable loops' are in a build without FMA (F::rounded says why that needs saying).
+  using F8 = avx2::SimdFloat;  // one group of eight floats
+  using D8 = SimdDouble8;
+  static double total_of(D8::reg acc) {
+    alignas(64) double a[8];
+    D8::store(a, acc);
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  }
+  static double rounded_scalar(double v) {
+    __asm__("" : "+x"(v));
+    return v;
+  }
+  static float rounded_scalar(float v) {
+    __asm__("" : "+x"(v));
+    return v;
+  }
+
+  static double sum_double(const float* p, index_t n) {
+    D8::reg acc = D8::zero();
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) acc = D8::add(acc, D8::widen(F8::load(p + j)));
+    double s = total_of(acc);
+    for (; j < n; ++j) s += static_cast<double>(p[j]);
+    return s;
+  }
+  // The sum of (p[j] - mean)^2, each square rounded to double before it is added.
+  static double sum_squared_deviation(const float* p, index_t n, double mean) {
+    const D8::reg m = D8::set1(mean);
+    D8::reg acc = D8::zero();
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const D8::reg d = D8::sub(D8::widen(F8::load(p + j)), m);
+      acc = D8::add(acc, D8::rounded(D8::mul(d, d)));
+    }
+    double s = total_of(acc);
+    for (; j < n; ++j) {
+      const double d = static_cast<double>(p[j]) - mean;
+      s += rounded_scalar(d * d);
+    }
+    return s;
+  }
+
+  // The first `count` lanes of p[j...] (all of them when count == width).
+  static reg load_lanes(const float* p, index_t j, int count) {
+    return count == width ? F::load(p + j) : F::load_first(p + j, count);
+  }
+  static void store_lanes(float* p, index_t j, int count, reg v) {
+    if (count == width) F::store(p + j, v);
+    else F::store_first(p + j, v, count);
+  }
+  // y = xhat weight + bias with xhat = (x - mean) rstd; bias 0 (+0) and weight 1 (no product) where null.
+  static void layer_norm(const float* x, float* y, index_t n, float mean, float rstd, const float* weight,
+                         const float* bias) {
+    const reg mu = F::set1(mean), rs = F::set1(rstd);
+    for (index_t j = 0; j < n; j += width) {
+      const int count = static_cast<int>(std::min<index_t>(width, n - j));
+      reg v = F::rounded(F::mul(F::sub(load_lanes(x, j, count), mu), rs));
+      if (weight) v = F::rounded(F::mul(v, load_lanes(weight, j, count)));
+      store_lanes(y, j, count, F::add(v, bias ? load_lanes(bias, j, count) : F::zero()));
+    }
+  }
+  // dx = rstd (g' - mean(g') - xhat mean(g' xhat)) with g' = g weight (g where weight is null): the two
+  // means in double from a first pass, then dx.
+  static void layer_norm_backward(const float* x, const float* g, const float* weight, float mean, float rstd,
+                                  float* dx, index_t n) {
+    const F8::reg mu8 = F8::set1(mean), rs8 = F8::set1(rstd);
+    D8::reg sum_g8 = D8::zero(), sum_gx8 = D8::zero();
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const F8::reg xhat = F8::rounded(F8::mul(F8::sub(F8::load(x + j), mu8), rs8));
+      const F8::reg gw = weight ? F8::rounded(F8::mul(F8::load(g + j), F8::load(weight + j))) : F8::load(g + j);
+      const D8::reg gd = D8::widen(gw);
+      sum_g8 = D8::add(sum_g8, gd);
+      sum_gx8 = D8::add(sum_gx8, D8::rounded(D8::mul(gd, D8::widen(xhat))));
+    }
+    double sum_g = total_of(sum_g8), sum_gx = total_of(sum_gx8);
+    for (; j < n; ++j) {
+      const float xhat = rounded_scalar((x[j] - mean) * rstd);
+      const float gw = weight ? rounded_scalar(g[j] * weight[j]) : g[j];
+      sum_g += static_cast<double>(gw);
+      sum_gx += rounded_scalar(static_cast<double>(gw) * static_cast<double>(xhat));
+    }
+    const reg mu = F::set1(mean), rs = F::set1(rstd);
+    const reg mean_g = F::set1(static_cast<float>(sum_g / static_cast<double>(n)));
+    const reg mean_gx = F::set1(static_cast<float>(sum_gx / static_cast<double>(n)));
+    for (j = 0; j < n; j += width) {
+      const int count = static_cast<int>(std::min<index_t>(width, n - j));
+      const reg xhat = F::rounded(F::mul(F::sub(load_lanes(x, j, count), mu), rs));
+      reg gw = load_lanes(g, j, count);
+      if (weight) gw = F::rounded(F::mul(gw, load_lanes(weight, j, count)));
+      store_lanes(dx, j, count, F::mul(rs, F::sub(F::sub(gw, mean_g), F::rounded(F::mul(xhat, mean_gx)))));
+    }
+  }
+  // One row's share of the parameter gradients, in double: dweight[j] += g[j] xhat[j], dbias[j] += g[j]
+  // (either may be null).
+  static void layer_norm_param_grads(const float* g, const float* x, float mean, float rstd, double* dweight,
+                                     double* dbias, index_t n) {
+    const F8::reg mu8 = F8::set1(mean), rs8 = F8::set1(rstd);
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const D8::reg gd = D8::widen(F8::load(g + j));
+      if (dweight) {
+        const F8::reg xhat = F8::rounded(F8::mul(F8::sub(F8::load(x + j), mu8), rs8));
+        D8::store(dweight + j, D8::add(D8::load(dweight + j), D8::rounded(D8::mul(gd, D8::widen(xhat)))));
+      }
+      if (dbias) D8::store(dbias + j, D8::add(D8::load(dbias + j), gd));
+    }
+    for (; j < n; ++j) {
+      if (dweight)
+        dweight[j] += rounded_scalar(static_cast<double>(g[j]) * static_cast<double>(rounded_scalar((x[j] - mean) * rstd)));
+      if (dbias) dbias[j] += static_cast<double>(g[j]);
+    }
+  }
 };
 
 inline constexpr VectorMathKernel vector_math_entry{this_isa,
@@ -277,4 +395,9 @@ inline constexpr VectorMathKernel vector_math_entry{this_isa,
                                                    &VectorMath::exp_shifted,
                                                    &VectorMath::sum,
                                                    &VectorMath::adamw,
-                                                   &VectorMath::bernoulli};
+                                                   &VectorMath::bernoulli,
+                                                   &VectorMath::sum_double,
+                                                   &VectorMath::sum_squared_deviation,
+                                                   &VectorMath::layer_norm,
+                                                   &VectorMath::layer_norm_backward,
+                                                   &VectorMath::layer_norm_param_grads};

@@ -375,6 +375,12 @@ T clip_grad_norm(ParameterList<T>& params, double max_norm) {
     if (!p.has_grad()) continue;
     const auto grad = p.grad();
     const T* g = grad.data();
+    // For float, the LayerNorm kernel's sum of squared deviations from 0: the same terms in the same order.
+    if constexpr (std::is_same_v<T, float>)
+      if (const auto* kernel = backend::detail::vector_math_kernel()) {
+        sq += kernel->sum_squared_deviation(g, grad.numel(), 0.0);
+        continue;
+      }
     sq += backend::sum_in_double(grad.numel(), [g](index_t i) { return static_cast<double>(g[i]) * g[i]; });
   }
   const T total = static_cast<T>(std::sqrt(sq));
