@@ -6,7 +6,8 @@
 //   gpt2 --model DIR --prompt "The cat sat on the mat because it" --show-top 5 --svg attention.svg
 //
 // Usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]
-//             [--seed S] [--greedy] [--show-top K] [--threads N] [--dtype fp32|bf16] [--svg FILE]
+//             [--seed S] [--greedy] [--show-top K] [--threads N] [--dtype fp32|bf16] [--compare-bf16]
+//             [--svg FILE]
 //   --prompt TEXT       the text to continue; empty (the default) starts from <|endoftext|>, as transformers'
 //                       text-generation pipeline does for GPT-2
 //   --max-new-tokens N  tokens to generate (default 30); stops early at <|endoftext|>
@@ -22,6 +23,10 @@
 //   --dtype fp32|bf16   how the weight matrices are stored (default fp32). bf16 rounds every Conv1D weight and
 //                       the tied wte to bfloat16 (as model.to(torch.bfloat16) would) and decodes from bfloat16
 //                       copies, half the bytes to stream per token; the arithmetic stays float32
+//   --compare-bf16      with --greedy: generate with fp32 weights, then again with bfloat16 ones, and print
+//                       after the text one line saying whether the greedy tokens are the same, or which new
+//                       token first differs and how far apart fp32's top two logits were there (bfloat16
+//                       weights move the logits a little, so near ties can break the other way)
 //   --svg FILE          also draws the attention weights of every layer and head over the prompt as heatmaps,
 //                       one row of heads per layer, the prompt's tokens (spelled as in vocab.json) on both
 //                       axes: rows the queries, columns the keys they attend to, as in bertviz's head view.
@@ -34,6 +39,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <eigenformer/io/svg.hpp>
 #include <eigenformer/models/generation.hpp>
 #include <eigenformer/models/pretrained_gpt2.hpp>
@@ -49,7 +55,8 @@ namespace {
 
 constexpr const char* usage =
     "usage: gpt2 --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k K] [--top-p P]\n"
-    "            [--seed S] [--greedy] [--show-top K] [--threads N] [--dtype fp32|bf16] [--svg FILE]";
+    "            [--seed S] [--greedy] [--show-top K] [--threads N] [--dtype fp32|bf16] [--compare-bf16]\n"
+    "            [--svg FILE]";
 
 constexpr const char* need_model =
     "gpt2: --model DIR is required: a Hugging Face GPT-2 model directory holding config.json,\n"
@@ -68,6 +75,7 @@ struct Options {
   long long show_top = -1;  // -1: generate
   int threads = 0;          // 0: the library's default
   bool bf16 = false;        // --dtype bf16
+  bool compare_bf16 = false;
 };
 
 long long integer(const std::string& flag, const std::string& s, long long min) {
@@ -116,6 +124,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--show-top") o.show_top = integer(a, value(), 1);
     else if (a == "--threads") o.threads = static_cast<int>(integer(a, value(), 1));
     else if (a == "--svg") o.svg = value();
+    else if (a == "--compare-bf16") o.compare_bf16 = true;
     else if (a == "--dtype") {
       const std::string d = value();
       if (d != "fp32" && d != "bf16") throw usage_error("--dtype expects fp32 or bf16, got \"" + d + "\"");
@@ -124,6 +133,8 @@ Options parse(int argc, char** argv) {
     else throw usage_error("unknown argument " + a);
   }
   if (o.greedy) o.gen.do_sample = false;
+  if (o.compare_bf16 && (!o.greedy || o.bf16 || o.show_top > 0))
+    throw usage_error("--compare-bf16 compares greedy generations: it needs --greedy, and not --dtype bf16 or --show-top");
   if (!(o.gen.temperature > 0)) throw usage_error("--temperature must be positive");
   if (!(o.gen.top_p >= 0 && o.gen.top_p <= 1)) throw usage_error("--top-p must be between 0 and 1");
   return o;
@@ -142,6 +153,35 @@ void write_attention_svg(const models::PretrainedGPT2<float>& gpt2, const std::v
   svg::Figure fig("Causal attention weights (rows: queries, columns: keys) of \"" + prompt + "\"",
                   static_cast<std::size_t>(gpt2.model.config().n_head));
   svg::add_attention(fig, attentions, tokens).save(file);
+}
+
+// --compare-bf16: the greedy generation `fp32` (prompt ids, then the new tokens) against the same with the
+// weights rounded to bfloat16 (which this converts the model to). One line of text.
+std::string compare_with_bf16(models::GPT2LMHeadModel<float>& model, const std::vector<std::int64_t>& ids,
+                              const std::vector<std::int64_t>& fp32, const models::GenerationConfig& gen) {
+  if (fp32.size() <= ids.size()) return "bf16 weights: no new tokens to compare\n";
+  // fp32's logits for every new token, before the weights change: one pass, row p predicting token p + 1.
+  const std::vector<std::int64_t> inputs(fp32.begin(), fp32.end() - 1);
+  const auto logits = model.forward(inputs);
+  model.to_bf16_weights();
+  const auto bf16 = models::generate(model, ids, gen);
+  const std::size_t new_fp32 = fp32.size() - ids.size(), new_bf16 = bf16.size() - ids.size();
+  std::size_t first = ids.size();
+  while (first < fp32.size() && first < bf16.size() && fp32[first] == bf16[first]) ++first;
+  if (first == fp32.size() && first == bf16.size())
+    return "bf16 weights: the same " + std::to_string(new_fp32) + " greedy tokens as fp32\n";
+  if (first == fp32.size() || first == bf16.size())  // one stopped at <|endoftext|> where the other did not
+    return "bf16 weights: " + std::to_string(new_bf16) + " greedy tokens against fp32's " + std::to_string(new_fp32) +
+           ", the same up to the shorter\n";
+  const eigenformer::index_t v = logits.shape()[2];
+  const float* row = logits.data() + static_cast<eigenformer::index_t>(first - 1) * v;
+  std::vector<float> top(row, row + v);
+  std::partial_sort(top.begin(), top.begin() + std::min<eigenformer::index_t>(2, v), top.end(), std::greater<>());
+  char margin[32];
+  std::snprintf(margin, sizeof margin, "%.4f", v > 1 ? static_cast<double>(top[0] - top[1]) : 0.0);
+  return "bf16 weights: new token " + std::to_string(first - ids.size() + 1) + " of " + std::to_string(new_fp32) +
+         " differs from fp32's (id " + std::to_string(bf16[first]) + " against " + std::to_string(fp32[first]) +
+         "; fp32's top two logits were " + margin + " apart there)\n";
 }
 
 int run(const Options& o) {
@@ -204,6 +244,7 @@ int run(const Options& o) {
   }
   text += tok.decode(fresh);
   text += '\n';
+  if (o.compare_bf16) text += compare_with_bf16(gpt2.model, ids, out, gen);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -124,6 +124,21 @@ run(bf16 0 --model "${MODEL_DIR}" --prompt "${_greedy_prompt}" --greedy --max-ne
 if(NOT bf16_out MATCHES "^${_greedy_prompt}" OR NOT bf16_err MATCHES "threads?, bf16 weights\n$")
   message(FATAL_ERROR "gpt2 --dtype bf16: unexpected output:\n${bf16_out}\n${bf16_err}")
 endif()
+# --compare-bf16: after fp32's text (PyTorch's, as above), one line saying whether bfloat16 weights keep the
+# greedy tokens. On this tiny random model either answer may come, so the line's form is what is checked; the
+# "differs" form was checked by hand on a trained model (bench/README.md, the bfloat16 stand-in section).
+run(compare 0 --model "${MODEL_DIR}" --prompt "${_greedy_prompt}" --greedy --max-new-tokens ${_greedy_new} --compare-bf16)
+string(LENGTH "${_greedy_text}\n" _text_length)
+string(SUBSTRING "${compare_out}" 0 ${_text_length} _compare_text)
+string(SUBSTRING "${compare_out}" ${_text_length} -1 _compare_line)
+if(NOT _compare_text STREQUAL "${_greedy_text}\n" OR NOT _compare_line MATCHES
+   "^bf16 weights: (the same ${_greedy_new} greedy tokens as fp32|new token [0-9]+ of ${_greedy_new} differs from fp32's \\(id [0-9]+ against [0-9]+; fp32's top two logits were [0-9.]+ apart there\\)|[0-9]+ greedy tokens against fp32's [0-9]+, the same up to the shorter)\n$")
+  message(FATAL_ERROR "gpt2 --compare-bf16: unexpected output:\n${compare_out}")
+endif()
+run(compare_sampling 2 --model "${MODEL_DIR}" --compare-bf16)
+if(NOT compare_sampling_err MATCHES "^gpt2: --compare-bf16 compares greedy generations: it needs --greedy")
+  message(FATAL_ERROR "gpt2 --compare-bf16 without --greedy: unexpected message:\n${compare_sampling_err}")
+endif()
 run(bad_dtype 2 --model "${MODEL_DIR}" --dtype fp16)
 if(NOT bad_dtype_err MATCHES "^gpt2: --dtype expects fp32 or bf16, got \"fp16\"\n")
   message(FATAL_ERROR "gpt2 --dtype fp16: unexpected message:\n${bad_dtype_err}")
