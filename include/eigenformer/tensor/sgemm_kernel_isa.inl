@@ -216,13 +216,15 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
     for (int v = 0; v < nv; ++v) {
       const index_t left = cols - v * V::width;
       if (left <= 0) break;
-      const typename V::reg t = V::mul(va, acc[i][v]);
+      // Both products rounded before their sum (V::rounded): GCC at -O2 would fuse one of them with the add,
+      // and not always the same one for both instruction sets or for full and partial registers.
+      const typename V::reg t = V::rounded(V::mul(va, acc[i][v]));
       float* dst = row + v * V::width;
       if (left >= V::width) {
-        V::store(dst, beta == 0.0f ? t : V::add(V::mul(vb, V::load(dst)), t));
+        V::store(dst, beta == 0.0f ? t : V::add(V::rounded(V::mul(vb, V::load(dst))), t));
       } else {
         const int n = static_cast<int>(left);
-        V::store_first(dst, beta == 0.0f ? t : V::add(V::mul(vb, V::load_first(dst, n)), t), n);
+        V::store_first(dst, beta == 0.0f ? t : V::add(V::rounded(V::mul(vb, V::load_first(dst, n))), t), n);
       }
     }
   }
