@@ -284,8 +284,7 @@ namespace detail {
 template <floating_element T>
 void bernoulli_fill(T* out, index_t n, double p, T kept, Generator& gen) {
   const auto threshold = static_cast<std::uint64_t>(std::ceil(p * 0x1.0p53));
-  [[maybe_unused]] const backend::detail::VectorMathKernel* kernel = nullptr;
-  if constexpr (std::is_same_v<T, float>) kernel = backend::detail::vector_math_kernel();
+  [[maybe_unused]] const auto* kernel = backend::detail::vector_math_kernel_for_type<T>();
   constexpr index_t chunk = 1024;  // 8 KB of words: stays in L1 between drawing and comparing
   std::uint32_t words[2 * chunk];
   for (index_t start = 0; start < n; start += chunk) {

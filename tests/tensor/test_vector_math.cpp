@@ -411,7 +411,10 @@ TEST_CASE("vector math: dropout's mask kernel gives the scalar comparison's valu
 // rows that end in every position of a group of eight and of a register, with and without the affine
 // parameters, and with means far from 0 (the variance's two passes). The same bits, where this file is built
 // without FMA as by default (the portable loops are then what a build without -march runs); built with FMA
-// (EIGENFORMER_NATIVE_TESTS), the compiler may fuse the loops' products, and they are compared to 1e-5.
+// (EIGENFORMER_NATIVE_TESTS), the compiler may fuse the loops' products, and they are compared to 1e-5
+// relative to 1 + |value|: a fused product skips one float rounding (2^-24) in xhat, g' or their sums, and
+// dx's subtraction g' - mean(g') - xhat mean(g' xhat) can cancel, so a few ulps of its terms' size (~1) is
+// what the two orders may differ by.
 TEST_CASE("vector math: LayerNorm's kernels give the portable loops' bits") {
   const auto kernels = vector_kernels_on_this_cpu();
   struct Case {
@@ -505,6 +508,8 @@ TEST_CASE("vector math: LayerNorm's kernels give the portable loops' bits") {
       CHECK(std::bit_cast<std::uint64_t>(kernel->sum_squared_deviation(q, n, mean)) ==
             std::bit_cast<std::uint64_t>(squares));
 #endif
+      // Built with FMA (the bits unchecked above), a fused square skips one double rounding a term: 2^-53
+      // relative each, so the sums of positive terms agree to far better than 1e-12.
       CHECK(std::abs(kernel->sum_squared_deviation(q, n, mean) - squares) <= 1e-12 * squares);
       ++sums;
     }

@@ -205,10 +205,7 @@ class LayerNorm : public Module<T> {
   // where the compiler would vectorise these loops only as far as the build's flags allow (SSE2 without
   // any). Null for double, and under EIGENFORMER_MAX_CPU_ISA=baseline.
   using Kernel = backend::detail::VectorMathKernel;
-  static const Kernel* row_kernel() {
-    if constexpr (std::is_same_v<T, float>) return backend::detail::vector_math_kernel();
-    return nullptr;
-  }
+  static const Kernel* row_kernel() { return backend::detail::vector_math_kernel_for_type<T>(); }
 
   // y = (x - mean) * rstd * weight + bias for one row of C values; mean and rstd stored when asked for.
   void normalize_row(const Kernel* kernel, const T* xr, T* yr, T* mean_out, T* rstd_out) const {

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "eigenformer/tensor/cpu_isa.hpp"
 #include "eigenformer/tensor/shape.hpp"
@@ -91,5 +92,12 @@ inline const VectorMathKernel* vector_math_kernel_for(CpuIsa isa) noexcept {
 
 // The kernels float element-wise work uses now (cpu_isa()), or null when Eigen's code computes it.
 inline const VectorMathKernel* vector_math_kernel() { return vector_math_kernel_for(cpu_isa()); }
+
+// The same for a layer or optimizer of element type T: the kernels are float's, so null for any other T.
+template <typename T>
+const VectorMathKernel* vector_math_kernel_for_type() {
+  if constexpr (std::is_same_v<T, float>) return vector_math_kernel();
+  else return nullptr;
+}
 
 }  // namespace eigenformer::backend::detail

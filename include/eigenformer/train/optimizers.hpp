@@ -251,8 +251,7 @@ class AdamW {
         T* vmax = o.amsgrad ? s.max_exp_avg_sq.data() : nullptr;
         // Element-wise, so any split between threads gives the same bits. For float, the vector kernel of
         // the instruction set chosen at run time where there is one (tensor/vector_math.hpp; the same bits).
-        const backend::detail::VectorMathKernel* kernel = nullptr;
-        if constexpr (std::is_same_v<T, float>) kernel = backend::detail::vector_math_kernel();
+        const auto* kernel = backend::detail::vector_math_kernel_for_type<T>();
         backend::parallel_for(n, adamw_grain, [&](index_t begin, index_t end) {
           if constexpr (std::is_same_v<T, float>)
             if (kernel)
