@@ -437,7 +437,7 @@ TEST_CASE("svg: panels in a grid and rows, saved atomically") {
   for (const auto* name : {"linearGradient", "clipPath"})
     for (const auto* e : root->all(name)) ++ids[e->attr("id")];
   CHECK(ids.size() == 4);
-  for (const auto& [id, n] : ids) CHECK_MESSAGE(n == 1, id);
+  for (const auto& id_count : ids) CHECK_MESSAGE(id_count.second == 1, id_count.first);
 
   ScratchDir dir;
   const auto file = dir / "fig.svg";

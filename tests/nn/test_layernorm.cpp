@@ -75,7 +75,11 @@ TEST_CASE_TEMPLATE("LayerNorm: the six activations of BERT-from-scratch section 
   for (std::size_t i = 0; i < xv.size(); ++i) x(0, static_cast<index_t>(i)) = static_cast<T>(xv[i]);
   CHECK(std::abs(ef::mean(x).item() - ex.at("mean").get<double>()) <= 5e-7 + 1e-7);
   CHECK(std::abs(ef::var(x, false).item() - ex.at("var_biased").get<double>()) <= 5e-7 + 1e-7);
-  for (const auto& [eps, key] : {std::pair{1e-5, "normalized_eps_1e_5"}, std::pair{0.0, "normalized_eps_0"}}) {
+  // Plain variables, not structured bindings: CHECK_MESSAGE captures `key` in a lambda, which clang before 16
+  // does not allow for a binding.
+  for (const auto& eps_key : {std::pair{1e-5, "normalized_eps_1e_5"}, std::pair{0.0, "normalized_eps_0"}}) {
+    const double eps = eps_key.first;
+    const char* const key = eps_key.second;
     nn::LayerNorm<T> ln(6, eps);
     const auto y = ln.forward(x).to_vector();
     const auto e = ex.at(key).template get<std::vector<double>>();

@@ -118,17 +118,21 @@ TEST_CASE_TEMPLATE("backend: gemm equals a double-precision product for every la
   ef::set_num_threads(2);
   const double u = std::numeric_limits<T>::epsilon() / 2;
   // A small product (one tile) and one large enough to be cut into several tiles.
-  for (auto [m, k, n] : {std::array<index_t, 3>{7, 5, 9}, std::array<index_t, 3>{131, 67, 97}}) {
+  // Plain variables, not structured bindings: CAPTURE takes them in a lambda, which clang before 16 does not
+  // allow for a binding.
+  for (const auto& mkn : {std::array<index_t, 3>{7, 5, 9}, std::array<index_t, 3>{131, 67, 97}}) {
+    const index_t m = mkn[0], k = mkn[1], n = mkn[2];
     const auto a0 = uniform<T>(ef::Shape<2>{m, k}, 1);
     const auto b0 = uniform<T>(ef::Shape<2>{k, n}, 2);
     const auto c0 = uniform<T>(ef::Shape<2>{m, n}, 3);
     const auto bias = uniform<T>(ef::Shape<1>{n}, 4);
     for (auto la : {Layout::row_major, Layout::transposed, Layout::strided})
       for (auto lb : {Layout::row_major, Layout::transposed, Layout::strided})
-        for (auto [alpha, beta] : {std::pair<T, T>{1, 0}, std::pair<T, T>{T(-0.75), T(1)}, std::pair<T, T>{2, T(0.5)}})
+        for (const auto& alpha_beta : {std::pair<T, T>{1, 0}, std::pair<T, T>{T(-0.75), T(1)}, std::pair<T, T>{2, T(0.5)}})
           for (bool with_bias : {false, true})
             for (auto act : {be::Activation::none, be::Activation::relu, be::Activation::gelu_erf,
                              be::Activation::gelu_tanh}) {
+              const T alpha = alpha_beta.first, beta = alpha_beta.second;
               CAPTURE(m);
               CAPTURE(static_cast<int>(la));
               CAPTURE(static_cast<int>(lb));
