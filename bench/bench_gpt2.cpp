@@ -7,6 +7,9 @@
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
 //                               time of an iteration is n tokens' worth, so ms/token = time / n
 //   BM_gpt2_decode_step_bf16   the same with the weights stored as bfloat16 (to_bf16_weights; float arithmetic)
+//   BM_gpt2_greedy_decode_bf16/<n>  BM_gpt2_greedy_decode with those bfloat16 weights (`gpt2 --dtype bf16`);
+//                              issue 11 sets its goal against PyTorch's fp32 greedy decode, so bench/table.py
+//                              puts it beside torch_gpt2.py's BM_gpt2_greedy_decode/<n>
 //   BM_read_bandwidth/<MiB>    summing a buffer of that size over the thread pool with four SIMD sums a thread:
 //                              the memory read bandwidth that bounds a decode step, which reads every weight
 //                              once. The two sizes are GPT-2 small's weight matrices in float (471 MiB) and
@@ -166,8 +169,7 @@ std::int64_t argmax_last(const ef::Tensor<float, 3>& logits) {  // (1, 1, V)
   return std::max_element(row, row + logits.shape()[2]) - row;
 }
 
-void BM_gpt2_greedy_decode(benchmark::State& state) {
-  auto& model = gpt2_small();
+void greedy_decode(benchmark::State& state, const ef::models::GPT2LMHeadModel<float>& model) {
   const ef::index_t n = state.range(0);
   auto cache = model.make_cache(1, 128 + n);
   const auto prompt = token_ids(128);
@@ -193,10 +195,14 @@ void BM_gpt2_greedy_decode(benchmark::State& state) {
   state.counters["allocs/token"] = benchmark::Counter(static_cast<double>(counted) / static_cast<double>(n),
                                                       benchmark::Counter::kAvgIterations);
 }
+void BM_gpt2_greedy_decode(benchmark::State& state) { greedy_decode(state, gpt2_small()); }
 BENCHMARK(BM_gpt2_greedy_decode)->Arg(32)->Unit(benchmark::kMillisecond);
 
 void BM_gpt2_decode_step_bf16(benchmark::State& state) { decode_step(state, gpt2_small_bf16()); }
 BENCHMARK(BM_gpt2_decode_step_bf16)->Unit(benchmark::kMillisecond);
+
+void BM_gpt2_greedy_decode_bf16(benchmark::State& state) { greedy_decode(state, gpt2_small_bf16()); }
+BENCHMARK(BM_gpt2_greedy_decode_bf16)->Arg(32)->Unit(benchmark::kMillisecond);
 
 // The floor a decode step is held to, so it must read as fast as the memory allows. A plain summing loop
 // did not: the compiler's single vector sum read 15-17 GB/s on 2 threads of an AVX-512 Xeon where four

@@ -5,7 +5,7 @@ tools/reference/make_gpt2_small_random.py when --model-dir does not exist yet, ~
 process's own peak RSS (os.wait4):
 
   cmake --preset release && cmake --build build/release --target gpt2 -j2
-  /usr/bin/python3 bench/gpt2_memory.py build/release/examples/gpt2 [--model-dir /tmp/gpt2-small-random]
+  /usr/bin/python3 bench/gpt2_memory.py build/release/examples/gpt2 [--model-dir /tmp/gpt2-small-random] [--dtype bf16]
 
 Three runs: loading alone (`--show-top` of a one-token prompt: load + one forward of one token), load + a
 128-token forward (`--show-top`), and load + 32 greedy tokens after that prompt (KV cache). The weights' size
@@ -46,6 +46,8 @@ def main():
     ap.add_argument("gpt2", help="the gpt2 example binary (build/release/examples/gpt2)")
     ap.add_argument("--model-dir", default="/tmp/gpt2-small-random")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                    help="gpt2's --dtype: bf16 adds a bfloat16 copy of every weight matrix beside the float weights")
     args = ap.parse_args()
     if not os.access(args.gpt2, os.X_OK):
         print(f"gpt2_memory.py: {args.gpt2} not found: build it (cmake --build build/release --target gpt2)", file=sys.stderr)
@@ -61,12 +63,12 @@ def main():
             ("load + forward of 128 tokens", ["--prompt", prompt, "--show-top", "1"]),
             ("load + 128-token prompt + 32 greedy tokens", ["--prompt", prompt, "--greedy", "--max-new-tokens", "32"])]
     print(f"weights: {size / 1e6:.1f} MB ({size} bytes of parameters in {weights}); goal: peak RSS <= weights + 15 % "
-          f"= {size * 1.15 / 1e6:.1f} MB; {args.threads} threads")
+          f"= {size * 1.15 / 1e6:.1f} MB; {args.threads} threads, --dtype {args.dtype}")
     print("| run | peak RSS MB | / weights |")
     print("|---|---|---|")
     try:
         for label, extra in runs:
-            _, rss = run_child([args.gpt2, "--model", args.model_dir, "--threads", str(args.threads), *extra],
+            _, rss = run_child([args.gpt2, "--model", args.model_dir, "--threads", str(args.threads), "--dtype", args.dtype, *extra],
                                dict(os.environ), label)
             print(f"| {label} | {rss / 1e6:.1f} | {rss / size:.3f} |", flush=True)
     except RuntimeError as e:

@@ -10,6 +10,8 @@ GPT-2 small's size with random weights (its init_weights, eigenformer's rule), i
 
 BM_gpt2_greedy_decode/32 is 32 greedy tokens after a 128-token prompt (the prompt untimed, as the C++ side):
 its time is 32 tokens' worth. The past keys and values are concatenated each step, as Hugging Face's model does.
+BM_gpt2_greedy_decode_bf16/32 is the same after model.to(torch.bfloat16): PyTorch's bfloat16, weights and
+arithmetic (eigenformer's --dtype bf16 stores the weights in bfloat16 and computes in float).
 """
 import argparse
 import os
@@ -76,22 +78,31 @@ def main():
         export_onnx(args.export_onnx)
         return
     torch.set_num_threads(args.threads)
-    m = model()
     ids = token_ids(128)
-    with torch.no_grad():
+
+    def decode_setup(m):
         logits, past = m(ids)
-        first = logits[:, -1].argmax(dim=-1, keepdim=True)
-        work = {"BM_gpt2_forward/128": ("m(ids)", {}),
-                "BM_gpt2_forward/512": ("m(ids512)", {"ids512": token_ids(512)}),
-                "BM_gpt2_decode_step": ("m(nxt, past)", {"nxt": ids[:, :1], "past": past}),
-                f"BM_gpt2_greedy_decode/{GREEDY_TOKENS}": (f"greedy(m, first, past, {GREEDY_TOKENS})",
-                                                           {"greedy": greedy, "first": first, "past": past})}
-        if args.only and args.only not in work:
-            sys.exit(f"torch_gpt2.py: no case {args.only} (the cases: {', '.join(work)})")
-        for name, (stmt, env) in work.items():
+        return {"m": m, "greedy": greedy, "first": logits[:, -1].argmax(dim=-1, keepdim=True), "past": past}
+
+    # name -> (statement, globals made when the case runs, so --only builds just the model it needs)
+    fp32 = {}
+    fp32_model = lambda: fp32.setdefault("m", model())
+    greedy_stmt = f"greedy(m, first, past, {GREEDY_TOKENS})"
+    work = {"BM_gpt2_forward/128": ("m(ids)", lambda: {"m": fp32_model()}),
+            "BM_gpt2_forward/512": ("m(ids512)", lambda: {"m": fp32_model(), "ids512": token_ids(512)}),
+            "BM_gpt2_decode_step": ("m(nxt, past)",
+                                    lambda: {**decode_setup(fp32_model()), "nxt": ids[:, :1]}),
+            f"BM_gpt2_greedy_decode/{GREEDY_TOKENS}": (greedy_stmt, lambda: decode_setup(fp32_model())),
+            # PyTorch's own bfloat16: weights and arithmetic in bfloat16 (ours keeps float arithmetic)
+            f"BM_gpt2_greedy_decode_bf16/{GREEDY_TOKENS}": (greedy_stmt,
+                                                            lambda: decode_setup(model().to(torch.bfloat16)))}
+    if args.only and args.only not in work:
+        sys.exit(f"torch_gpt2.py: no case {args.only} (the cases: {', '.join(work)})")
+    with torch.no_grad():
+        for name, (stmt, make_globals) in work.items():
             if args.only and name != args.only:
                 continue
-            r = tb.Timer(stmt=stmt, globals={"m": m, "ids": ids, **env},
+            r = tb.Timer(stmt=stmt, globals={"ids": ids, **make_globals()},
                          num_threads=args.threads).blocked_autorange(min_run_time=args.min_time)
             print(f"{name}\t{r.median:.9f}", flush=True)
 
