@@ -91,8 +91,10 @@ namespace {
 // PyTorch's state_dict leaves out).
 struct WithBuffers : nn::Module<float> {
   nn::Linear<float> proj{3, 2};
-  ef::Tensor<float, 1> running = ef::zeros<float>({2});
-  ef::Tensor<float, 2> scratch = ef::zeros<float>({2, 2});
+  // Shapes spelled out: GCC 12 takes a braced list bound to an array reference in a default member
+  // initializer for a dangling pointer (-Wdangling-pointer, a false positive).
+  ef::Tensor<float, 1> running = ef::zeros<float>(ef::Shape<1>{2});
+  ef::Tensor<float, 2> scratch = ef::zeros<float>(ef::Shape<2>{2, 2});
   std::string type_name() const override { return "WithBuffers"; }
   void register_members(nn::Members<float>& m) override {
     m.child("proj", proj);

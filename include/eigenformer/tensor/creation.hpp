@@ -42,14 +42,24 @@ Tensor<T, N> ones(const Shape<N>& shape) { return full<T>(shape, T(1)); }
 template <typename T, std::size_t N>
 Tensor<T, N> ones(const index_t (&shape)[N]) { return ones<T>(detail::to_shape(shape)); }
 
+namespace detail {
+// t.shape(), made afresh for a 0-d tensor: copying its empty Shape<0> makes GCC 12 warn "may be used
+// uninitialized" at -O1 (a false positive on an empty std::array), in a user's -Wall build as in ours.
 template <typename T, std::size_t N>
-Tensor<T, N> zeros_like(const Tensor<T, N>& t) { return zeros<T>(t.shape()); }
+Shape<N> shape_for_like(const Tensor<T, N>& t) {
+  if constexpr (N == 0) return Shape<0>{};
+  else return t.shape();
+}
+}  // namespace detail
+
 template <typename T, std::size_t N>
-Tensor<T, N> ones_like(const Tensor<T, N>& t) { return ones<T>(t.shape()); }
+Tensor<T, N> zeros_like(const Tensor<T, N>& t) { return zeros<T>(detail::shape_for_like(t)); }
 template <typename T, std::size_t N>
-Tensor<T, N> empty_like(const Tensor<T, N>& t) { return empty<T>(t.shape()); }
+Tensor<T, N> ones_like(const Tensor<T, N>& t) { return ones<T>(detail::shape_for_like(t)); }
 template <typename T, std::size_t N>
-Tensor<T, N> full_like(const Tensor<T, N>& t, T value) { return full<T>(t.shape(), value); }
+Tensor<T, N> empty_like(const Tensor<T, N>& t) { return empty<T>(detail::shape_for_like(t)); }
+template <typename T, std::size_t N>
+Tensor<T, N> full_like(const Tensor<T, N>& t, T value) { return full<T>(detail::shape_for_like(t), value); }
 
 // A tensor of the given shape holding `values` in row-major order (sizes must match).
 template <typename T, std::size_t N>
