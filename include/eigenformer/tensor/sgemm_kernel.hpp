@@ -14,9 +14,10 @@
 //
 // Bits: element (i, j) of a product is, for each block of sgemm_kc consecutive k in order,
 // acc = fma(a(i,k), b(k,j), acc) from acc = 0 in order of k, then c = beta c + alpha acc for the first
-// block and c = c + alpha acc after it (each product rounded, then the sum: no FMA there). That depends on K alone: not on where the tiles of backend::gemm
-// start, the thread count, whether the element sits in a full or a partial register block (partial ones use
-// masked loads and stores with the same arithmetic), nor on which of the two instruction sets computes it.
+// block and c = c + alpha acc after it (each product rounded, then the sum: no FMA there). That depends on K
+// alone: not on where the tiles of backend::gemm start, the thread count, whether the element sits in a full
+// or a partial register block (partial ones use masked loads and stores with the same arithmetic), nor on
+// which of the two instruction sets computes it.
 #pragma once
 
 // Defining EIGENFORMER_NO_PACKED_KERNEL keeps float products on Eigen (to compare, or to rule the kernel out).
