@@ -21,8 +21,9 @@
 //   --threads N         threads for the products and loops (default: EIGENFORMER_NUM_THREADS, else the CPUs
 //                       this process may use: its affinity mask, capped by a cgroup CPU quota)
 //   --dtype fp32|bf16   how the weight matrices are stored (default fp32). bf16 rounds every Conv1D weight and
-//                       the tied wte to bfloat16 (as model.to(torch.bfloat16) would) and decodes from bfloat16
-//                       copies, half the bytes to stream per token; the arithmetic stays float32
+//                       the tied wte to bfloat16 (as model.to(torch.bfloat16) would) and keeps only those
+//                       bfloat16 values: about half the memory once loaded, half the bytes to stream per token;
+//                       the arithmetic stays float32
 //   --compare-bf16      with --greedy: generate with fp32 weights, then again with bfloat16 ones, and print
 //                       after the text one line saying whether the greedy tokens are the same, or which new
 //                       token first differs and how far apart fp32's top two logits were there (bfloat16
@@ -163,7 +164,7 @@ std::string compare_with_bf16(models::GPT2LMHeadModel<float>& model, const std::
   // fp32's logits for every new token, before the weights change: one pass, row p predicting token p + 1.
   const std::vector<std::int64_t> inputs(fp32.begin(), fp32.end() - 1);
   const auto logits = model.forward(inputs);
-  model.to_bf16_weights();
+  model.to_bf16_weights(eigenformer::FloatWeights::release);
   const auto bf16 = models::generate(model, ids, gen);
   const std::size_t new_fp32 = fp32.size() - ids.size(), new_bf16 = bf16.size() - ids.size();
   std::size_t first = ids.size();
@@ -187,7 +188,7 @@ std::string compare_with_bf16(models::GPT2LMHeadModel<float>& model, const std::
 int run(const Options& o) {
   if (o.threads > 0) eigenformer::set_num_threads(o.threads);
   auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model);
-  if (o.bf16) gpt2.model.to_bf16_weights();
+  if (o.bf16) gpt2.model.to_bf16_weights(eigenformer::FloatWeights::release);
   auto& tok = gpt2.tokenizer;
   std::vector<std::int64_t> ids = tok.encode(o.prompt);
   const std::int64_t eot = tok.eot_id();

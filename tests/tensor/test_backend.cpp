@@ -540,3 +540,59 @@ TEST_CASE("bfloat16: float -> bfloat16 rounding equals PyTorch's bits, NaN, inf,
   CHECK_THROWS_WITH_AS(ef::backend::gemm(gemv_check::values(1, 5, 9), w.t(), ef::Bf16Matrix(w)),
                        doctest::Contains("not a copy of the float weight"), ef::shape_error);
 }
+
+// A weight held only as bfloat16 (FloatWeights::release): backend::gemm(a, Bf16Matrix) streams it for 1-4 rows
+// and widens it a block of 512 columns at a time for more. Tolerance: gemv_check's bound (a K-term float dot
+// product of the widened weights, whose widening is exact); a block or panel read from the wrong place is an
+// O(1) error. Shapes: 1100 columns = two full blocks and a partial one, panels crossing the block edges, and
+// k = 300 in several of the paneled layout's parts of k; both storage layouts.
+TEST_CASE("bfloat16: a weight held only as bfloat16 gives the rounded weight's product for every row count, block by block") {
+  const index_t k = 300, n = 1100;
+  auto rounded = gemv_check::values(k, n, 21);
+  ef::round_to_bf16_(rounded);
+  const auto rounded_t = rounded.t().contiguous();  // (n, k): its .t() view is stored column-major
+  const ef::Bf16Matrix paneled(rounded), col_major(rounded_t.t());
+  REQUIRE((paneled.paneled() && col_major.col_major()));
+  // widened_columns gives back the rounded values exactly, for a block that starts and ends inside panels.
+  for (const auto* b : {&paneled, &col_major}) {
+    const auto block = b->widened_columns(100, 130);
+    REQUIRE((block.size(0) == k && block.size(1) == 130));
+    std::size_t differ = 0;
+    for (index_t i = 0; i < k; ++i)
+      for (index_t j = 0; j < 130; ++j) differ += block(i, j) != rounded(i, 100 + j);
+    CHECK(differ == 0);
+  }
+  const auto bias = gemv_check::values(1, n, 23).reshape(ef::Shape<1>{n});
+  std::size_t ran = 0;
+  for (const index_t m : {1, 3, 4, 5, 40}) {
+    const auto a = gemv_check::values(m, k, 22 + static_cast<std::uint64_t>(m));
+    for (const auto* b : {&paneled, &col_major}) {
+      CAPTURE(m);
+      const bool is_col_major = b->col_major();
+      CAPTURE(is_col_major);
+      const auto c = be::gemm(a, *b);
+      REQUIRE((c.size(0) == m && c.size(1) == n));
+      CHECK(gemv_check::worst_error(a, [&](index_t p, index_t j) { return rounded(p, j); }, c, c, 1.0, 0.0) <= 1.0);
+      // The bias lands on its own column: the exact a b + bias, within the same bound with |bias| as one more
+      // term (a kernel may start its sum at the bias or add it last).
+      const auto cb = be::gemm(a, *b, be::Epilogue<float>{&bias, be::Activation::none});
+      const double gamma = (k + 3) * std::ldexp(1.0, -24);
+      double worst = 0;
+      for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < n; ++j) {
+          double dot = bias(j), mag = std::abs(double(bias(j)));
+          for (index_t p = 0; p < k; ++p) {
+            dot += double(a(i, p)) * double(rounded(p, j));
+            mag += std::abs(double(a(i, p)) * double(rounded(p, j)));
+          }
+          worst = std::max(worst, std::abs(double(cb(i, j)) - dot) / (gamma * mag + 1e-37));
+        }
+      CHECK(worst <= 1.0);
+      ++ran;
+    }
+  }
+  check_ran(ran, 10, "row counts x layouts");
+  CHECK_THROWS_WITH_AS(be::gemm(gemv_check::values(2, 7, 9), paneled), doctest::Contains("shapes do not agree"),
+                       ef::shape_error);
+  CHECK_THROWS_AS(paneled.widened_columns(1000, 200), std::out_of_range);
+}

@@ -473,18 +473,28 @@ class GPT2LMHeadModel : public nn::Module<T> {
   // bfloat16 weight storage for inference (tensor/bf16.hpp): every Conv1D weight and the tied wte (so the LM
   // head too) rounded to bfloat16, as model.to(torch.bfloat16) would round them, with bfloat16 copies that
   // decoding's few-row products stream at half the bytes; the arithmetic stays float. Biases, LayerNorm and
-  // wpe stay float. A snapshot of the weights: after changing them (training, loading), call it again.
-  void to_bf16_weights()
+  // wpe stay float. FloatWeights::keep keeps the rounded float weights too (1.5x the float model's memory; a
+  // snapshot: after changing the weights, call it again). FloatWeights::release frees them layer by layer
+  // as their copies are made, so memory never holds much more than the float model and ends at about half
+  // of it; the model then serves inference only (training, state_dict, pack_weights refuse, saying why).
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
+    // Freed weights go to the allocator's cache (tensor/allocator.hpp) unless it is emptied: after each layer,
+    // so that the peak stays at the float model plus one layer's copy.
+    const auto settle = [&] {
+      if (floats == FloatWeights::release) release_cached_memory();
+    };
     for (auto& block : transformer.h) {
-      block.attn.c_attn.to_bf16_weights();
-      block.attn.c_proj.to_bf16_weights();
-      block.mlp.c_fc.to_bf16_weights();
-      block.mlp.c_proj.to_bf16_weights();
+      block.attn.c_attn.to_bf16_weights(floats);
+      block.attn.c_proj.to_bf16_weights(floats);
+      block.mlp.c_fc.to_bf16_weights(floats);
+      block.mlp.c_proj.to_bf16_weights(floats);
+      settle();
     }
-    round_to_bf16_(transformer.wte.weight.data);
-    lm_head.to_bf16_weights(transformer.wte.weight.data);
+    transformer.wte.to_bf16_weights(floats);
+    lm_head.use_bf16_weight(*transformer.wte.bf16_weight(), transformer.wte.weight.float_released());
+    settle();
   }
 
   // Every weight matrix (the tied LM head's too) also kept in the packed kernel's order, which the float

@@ -42,8 +42,13 @@ class TiedLMHead : public nn::Module<T> {
     const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
     const backend::Epilogue<T> epilogue{bias, backend::Activation::none};
     nn::detail::PreparedWeight prepared;  // none while recording: its products read the float weight
+    if (this->records_for_backward() && bf16_only_)
+      throw std::logic_error("TiedLMHead.forward: the head is in training mode, but its tied weight is held only as "
+                             "bfloat16 (to_bf16_weights with FloatWeights::release) and training needs the float "
+                             "weight; call eval(), run under InferenceMode, or train a model that keeps its float weights");
     if (!this->records_for_backward())
-      prepared = {weight_bf16_.empty() ? nullptr : &weight_bf16_, weight_packed_.empty() ? nullptr : &weight_packed_};
+      prepared = {weight_bf16_.empty() ? nullptr : &weight_bf16_, weight_packed_.empty() ? nullptr : &weight_packed_,
+                  bf16_only_};
     const auto logits = nn::detail::dense_product(h2, weight.t(), prepared, epilogue);  // (B T, V)
     if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
     return logits.view(Shape<3>{b, t, out_});
@@ -58,7 +63,22 @@ class TiedLMHead : public nn::Module<T> {
   {
     check_tied_weight("to_bf16_weights", weight);
     weight_bf16_ = Bf16Matrix(weight.t());
+    bf16_only_ = false;
     if (!weight_packed_.empty()) pack_weights(weight);  // the rounded values
+  }
+  // Reads the embedding's own bfloat16 copy of the tied table (nn::Embedding::bf16_weight(), (C, V), shared,
+  // not copied) instead; `float_released`: the embedding freed its float table (FloatWeights::release), so
+  // every product reads the copy and the packed copy, if any, is dropped.
+  void use_bf16_weight(const Bf16Matrix& weight_t, bool float_released)
+    requires std::is_same_v<T, float>
+  {
+    if (weight_t.rows() != in_ || weight_t.cols() != out_ || !weight_t.col_major())
+      throw shape_error("TiedLMHead.use_bf16_weight: the bfloat16 table " + weight_t.shape_string() +
+                        " is not the column-major (" + std::to_string(in_) + ", " + std::to_string(out_) +
+                        ") transpose of the tied embedding");
+    weight_bf16_ = weight_t;
+    bf16_only_ = float_released;
+    if (bf16_only_) weight_packed_ = PackedMatrix();
   }
 
   // Keeps the tied weight (V, C) also in the packed kernel's order (tensor/packed_matrix.hpp), which forward
@@ -68,6 +88,9 @@ class TiedLMHead : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     check_tied_weight("pack_weights", weight);
+    if (bf16_only_)
+      throw std::logic_error("TiedLMHead.pack_weights: the tied weight is held only as bfloat16 (to_bf16_weights with "
+                             "FloatWeights::release), so there are no float values to pack");
     weight_packed_ = PackedMatrix(weight.t());
   }
 
@@ -100,6 +123,7 @@ class TiedLMHead : public nn::Module<T> {
   index_t in_, out_;
   bool prints_bias_;
   Bf16Matrix weight_bf16_;  // (C, V) column-major: wte's rows, when to_bf16_weights was called
+  bool bf16_only_ = false;  // the embedding's float table was released: every product reads weight_bf16_
   PackedMatrix weight_packed_;  // (C, V) packed, when pack_weights was called
 };
 

@@ -64,10 +64,10 @@ class Conv1D : public Module<T> {
   }
 
   // bfloat16 weight storage for inference, as Linear::to_bf16_weights (tensor/bf16.hpp).
-  void to_bf16_weights()
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    weight_copies_.to_bf16(weight.data, detail::DenseLayout::in_out);
+    weight_copies_.to_bf16(weight, detail::DenseLayout::in_out, floats);
   }
   // The bfloat16 copy, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_copies_.bf16(); }
@@ -81,8 +81,8 @@ class Conv1D : public Module<T> {
   // The packed copy, or null before pack_weights() (or where there is no packed kernel: backend::cpu_isa()).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
   // The copies an inference product may read (none while recording for backward), as Linear's.
-  detail::PreparedWeight prepared_weight() const noexcept {
-    return weight_copies_.prepared(this->records_for_backward());
+  detail::PreparedWeight prepared_weight() const {
+    return weight_copies_.prepared(this->records_for_backward(), "Conv1D");
   }
 
  private:

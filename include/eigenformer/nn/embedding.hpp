@@ -15,6 +15,7 @@
 #include "eigenformer/nn/layernorm.hpp"
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/bf16.hpp"
 
 namespace eigenformer::nn {
 
@@ -75,17 +76,44 @@ class Embedding : public Module<T> {
       const std::int64_t id = flat(k);
       if (id < 0 || id >= num_) throw_bad_id(id, k, ids.shape());
     }
+    if (this->records_for_backward() && weight.float_released())
+      throw std::logic_error("Embedding.forward: the layer is in training mode, but its table is held only as bfloat16 "
+                             "(to_bf16_weights with FloatWeights::release) and training needs the float table; call "
+                             "eval(), run under InferenceMode, or train a model that keeps its float weights");
     auto out = Tensor<T, R + 1>::empty(out_shape);
     const T* w = weight.data.data();
     const std::int64_t* id_data = flat.data();
     backend::parallel_for(n, std::max<index_t>(1, 16384 / dim_), [&](index_t begin, index_t end) {
-      for (index_t k = begin; k < end; ++k)
+      for (index_t k = begin; k < end; ++k) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (weight.float_released()) {  // row id of the table is column id of its (C, V) bfloat16 copy
+            weight_bf16_.widen_column(id_data[k], out.data() + k * dim_);
+            continue;
+          }
+        }
         std::copy(w + id_data[k] * dim_, w + (id_data[k] + 1) * dim_, out.data() + k * dim_);
+      }
     });
     if (this->records_for_backward())
       this->save_for_backward(Context{flat, std::vector<index_t>(out_shape.begin(), out_shape.end())});
     return out;
   }
+
+  // bfloat16 storage of the table (tensor/bf16.hpp): the weight rounded to bfloat16 in place and a bfloat16
+  // copy of it, (C, V) column-major so each row of the table is contiguous, which a language model's tied
+  // output layer can share (bf16_weight()). With FloatWeights::release the float table is freed and lookups
+  // widen rows of the copy (inference only; see Parameter::float_released); with FloatWeights::keep lookups
+  // read the float table, which holds the same values. Nothing to do for a table already held only as bfloat16.
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
+    if (weight.float_released()) return;
+    round_to_bf16_(weight.data);
+    weight_bf16_ = Bf16Matrix(weight.data.t());
+    if (floats == FloatWeights::release) weight.release_float_();
+  }
+  // The (C, V) bfloat16 copy of the table, or null before to_bf16_weights().
+  const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
 
   // Scatter-add: weight.grad[id] += grad_output[..., :] for every looked-up id except padding_idx.
   // Ids are not differentiable, so nothing is returned.
@@ -129,6 +157,7 @@ class Embedding : public Module<T> {
   };
   index_t num_, dim_;
   std::optional<index_t> padding_idx_;
+  Bf16Matrix weight_bf16_;  // (C, V) column-major, when to_bf16_weights was called
 };
 
 // A learned absolute positional embedding (GPT-2's wpe, BERT's position_embeddings): a table (L, C) whose

@@ -39,38 +39,61 @@ Tensor<T, 2> dense_in_out(const Tensor<T, 2>& weight, DenseLayout layout) {
 
 // The prepared copies of a layer's weight that inference products may read instead of the float tensor:
 // bfloat16 (to_bf16_weights, tensor/bf16.hpp) for a decoding step's few rows, packed (pack_weights,
-// tensor/packed_matrix.hpp) for products of many rows. Null when the layer has none.
+// tensor/packed_matrix.hpp) for products of many rows. Null when the layer has none. bf16_only: the float
+// tensor was released (FloatWeights::release), so every product reads the bfloat16 copy.
 struct PreparedWeight {
   const Bf16Matrix* bf16 = nullptr;
   const PackedMatrix* packed = nullptr;
+  bool bf16_only = false;
 };
 
 // Those copies, as a fully connected layer (Linear, Conv1D) keeps them beside its float weight: one place for
 // both layers' to_bf16_weights / pack_weights, which differ only in the weight's layout.
 class WeightCopies {
  public:
-  // The weight rounded to bfloat16 in place, a bfloat16 copy of it, and the packed copy (if any) made again
-  // from the rounded values.
-  void to_bf16(Tensor<float, 2>& weight, DenseLayout layout) {
-    round_to_bf16_(weight);
-    bf16_ = Bf16Matrix(dense_in_out(weight, layout));
-    if (!packed_.empty()) pack(weight, layout);
+  // The weight rounded to bfloat16 in place and a bfloat16 copy of it; then either the packed copy (if any)
+  // made again from the rounded values (FloatWeights::keep), or the float weight and the packed copy freed
+  // (FloatWeights::release). Nothing to do for a weight already held only as bfloat16.
+  void to_bf16(Parameter<float, 2>& weight, DenseLayout layout, FloatWeights floats) {
+    if (weight.float_released()) return;
+    round_to_bf16_(weight.data);
+    bf16_ = Bf16Matrix(dense_in_out(weight.data, layout));
+    if (floats == FloatWeights::release) {
+      packed_ = PackedMatrix();
+      weight.release_float_();
+      bf16_only_ = true;
+    } else if (!packed_.empty()) {
+      pack(weight.data, layout);
+    }
   }
-  void pack(const Tensor<float, 2>& weight, DenseLayout layout) { packed_ = PackedMatrix(dense_in_out(weight, layout)); }
+  void pack(const Tensor<float, 2>& weight, DenseLayout layout) {
+    if (bf16_only_)
+      throw std::logic_error("pack_weights: the weight " + shape_string(weight.shape()) +
+                             " is held only as bfloat16 (to_bf16_weights with FloatWeights::release), so there are no "
+                             "float values to pack; its products already read the bfloat16 copy");
+    packed_ = PackedMatrix(dense_in_out(weight, layout));
+  }
   void unpack() { packed_ = PackedMatrix(); }
 
   const Bf16Matrix* bf16() const noexcept { return bf16_.empty() ? nullptr : &bf16_; }
   const PackedMatrix* packed() const noexcept { return packed_.empty() ? nullptr : &packed_; }
+  bool bf16_only() const noexcept { return bf16_only_; }
   // What an inference product may read: nothing while the layer records for backward, whose products read the
-  // float weight that the optimiser updates.
-  PreparedWeight prepared(bool recording) const noexcept {
+  // float weight that the optimiser updates -- which a layer holding only bfloat16 no longer has.
+  PreparedWeight prepared(bool recording, const char* layer) const {
+    if (recording && bf16_only_)
+      throw std::logic_error(std::string(layer) +
+                             ".forward: the layer is in training mode, but its weight is held only as bfloat16 "
+                             "(to_bf16_weights with FloatWeights::release) and training needs the float weight; "
+                             "call eval(), run under InferenceMode, or train a model that keeps its float weights");
     if (recording) return {};
-    return {bf16(), packed()};
+    return {bf16(), packed(), bf16_only_};
   }
 
  private:
   Bf16Matrix bf16_;
   PackedMatrix packed_;
+  bool bf16_only_ = false;
 };
 
 // x2 (N, in) w (in, out) with the epilogue, reading one of the layer's prepared copies of w when it has
@@ -79,6 +102,7 @@ template <floating_element T>
 Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
                            const backend::Epilogue<T>& epilogue) {
   if constexpr (std::is_same_v<T, float>) {
+    if (prepared.bf16 && prepared.bf16_only) return backend::gemm(x2, *prepared.bf16, epilogue);
     if (prepared.bf16 && x2.shape()[0] <= backend::detail::gemv_max_rows) return backend::gemm(x2, w, *prepared.bf16, epilogue);
     return backend::gemm(x2, w, prepared.packed, epilogue);
   }
@@ -86,13 +110,24 @@ Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const 
 }
 
 // The same product written into `out` (a view such as a column block of a wider tensor), for a caller that lays
-// several layers' outputs side by side (BERT's q | k | v). Reads the packed copy when there is one; bfloat16
-// copies serve fresh results only (decoding's few-row products).
+// several layers' outputs side by side (BERT's q | k | v). Reads the packed copy when there is one; a weight
+// kept as bfloat16 beside its float values serves fresh results only (decoding's few-row products), and one
+// held only as bfloat16 computes a fresh result that is then copied into out.
 template <floating_element T>
 void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared, Tensor<T, 2>& out,
                         const backend::Epilogue<T>& epilogue) {
-  if constexpr (std::is_same_v<T, float>) backend::gemm(x2, w, prepared.packed, out, 1.0f, 0.0f, epilogue);
-  else backend::gemm(x2, w, out, T(1), T(0), epilogue);
+  if constexpr (std::is_same_v<T, float>) {
+    if (prepared.bf16 && prepared.bf16_only) {
+      if (out.shape()[0] != x2.shape()[0] || out.shape()[1] != w.shape()[1])
+        throw shape_error("gemm: " + shape_string(x2.shape()) + " x " + shape_string(w.shape()) + " -> " +
+                          shape_string(out.shape()) + ": shapes do not agree");
+      out.copy_(backend::gemm(x2, *prepared.bf16, epilogue));
+      return;
+    }
+    backend::gemm(x2, w, prepared.packed, out, 1.0f, 0.0f, epilogue);
+  } else {
+    backend::gemm(x2, w, out, T(1), T(0), epilogue);
+  }
 }
 
 // (..., in) -> (..., out) as one gemm with the bias added in its epilogue. `context`, when given, receives
@@ -207,11 +242,13 @@ class Linear : public Module<T> {
   }
 
   // bfloat16 weight storage for inference (tensor/bf16.hpp): the weight rounded to bfloat16 in place, and a
-  // bfloat16 copy that decoding's few-row products stream instead. Call again after changing the weight.
-  void to_bf16_weights()
+  // bfloat16 copy that decoding's few-row products stream instead. With FloatWeights::keep, call again after
+  // changing the weight; with FloatWeights::release the float weight is freed and every product reads the
+  // copy (inference only; see Parameter::float_released).
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    weight_copies_.to_bf16(weight.data, detail::DenseLayout::out_in);
+    weight_copies_.to_bf16(weight, detail::DenseLayout::out_in, floats);
   }
   // The bfloat16 copy, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_copies_.bf16(); }
@@ -229,9 +266,10 @@ class Linear : public Module<T> {
   // The packed copy, or null before pack_weights() (or where there is no packed kernel: backend::cpu_isa()).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
 
-  // The copies an inference product may read; none while recording for backward.
-  detail::PreparedWeight prepared_weight() const noexcept {
-    return weight_copies_.prepared(this->records_for_backward());
+  // The copies an inference product may read; none while recording for backward (which throws std::logic_error
+  // for a weight held only as bfloat16).
+  detail::PreparedWeight prepared_weight() const {
+    return weight_copies_.prepared(this->records_for_backward(), "Linear");
   }
 
  private:

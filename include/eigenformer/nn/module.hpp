@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -78,6 +79,7 @@ template <floating_element T>
 struct ParameterState {
   index_t numel = 0;
   bool requires_grad = true;
+  bool float_released = false;  // see Parameter::float_released
   Tensor<T, 1> grad{zeros<T>(Shape<1>{0})};
   bool has_grad() const noexcept { return grad.numel() == numel && numel > 0; }
   Tensor<T, 1>& grad_buffer() {
@@ -124,6 +126,20 @@ class Parameter {
   }
   // Frees the gradient (zero_grad(set_to_none=True)).
   void clear_grad() { state_->grad = zeros<T>(Shape<1>{0}); }
+
+  // True once the layer that owns this parameter keeps its values only as bfloat16 (to_bf16_weights with
+  // FloatWeights::release, tensor/bf16.hpp). data then keeps the shape (so numel, printing and parameter
+  // counts are unchanged) but holds no values: a broadcast NaN, so that nothing can mistake it for the
+  // weight. What needs the float values refuses such a parameter with a message that says so: a recording
+  // (training) forward, state_dict and load_state_dict, optimizers, pack_weights.
+  bool float_released() const noexcept { return state_->float_released; }
+  // Frees data's storage (see float_released); for the layer that holds the values elsewhere.
+  void release_float_() {
+    Shape<Rank> one;
+    one.fill(1);
+    data = full<T>(one, std::numeric_limits<T>::quiet_NaN()).expand(data.shape());
+    state_->float_released = true;
+  }
 
   const std::shared_ptr<detail::ParameterState<T>>& state() const noexcept { return state_; }
 
@@ -183,7 +199,10 @@ class Members {
   template <std::size_t R>
   void parameter(std::string_view name, Parameter<T, R>& p) {
     if (!sink_.wants_tensors()) return;
-    sink_.on_parameter(name, NamedParameter<T>{std::string(name), dims(p.shape()), flat(p.data), p.state(), 0});
+    // A released parameter has no storage to view flat: the same broadcast NaN, flat.
+    auto data = p.float_released() ? full<T>(Shape<1>{1}, std::numeric_limits<T>::quiet_NaN()).expand(Shape<1>{p.numel()})
+                                   : flat(p.data);
+    sink_.on_parameter(name, NamedParameter<T>{std::string(name), dims(p.shape()), std::move(data), p.state(), 0});
   }
   template <std::size_t R>
   void parameter(std::string_view name, std::optional<Parameter<T, R>>& p) {
@@ -196,7 +215,9 @@ class Members {
     if (!sink_.wants_tensors()) return;
     const auto part = p.data.narrow(0, row, rows);
     const index_t row_size = rows == 0 ? 0 : part.numel() / rows;
-    sink_.on_parameter(name, NamedParameter<T>{std::string(name), dims(part.shape()), flat(part), p.state(),
+    auto data = p.float_released() ? full<T>(Shape<1>{1}, std::numeric_limits<T>::quiet_NaN()).expand(Shape<1>{part.numel()})
+                                   : flat(part);
+    sink_.on_parameter(name, NamedParameter<T>{std::string(name), dims(part.shape()), std::move(data), p.state(),
                                                row * row_size});
   }
   template <typename U, std::size_t R>

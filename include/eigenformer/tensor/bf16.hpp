@@ -4,24 +4,33 @@
 // `model.to(torch.bfloat16)` would round the weights; activations, biases and LayerNorm stay float.
 //
 // How a model uses it (GPT2LMHeadModel::to_bf16_weights, nn::Linear / nn::Conv1D::to_bf16_weights):
-//   1. round_to_bf16_(weight): the float parameter itself takes its bfloat16 values, so everything that
-//      reads the float tensor (products of many rows such as a prompt's, the embedding lookup, the
-//      state dict) computes with the very same model;
+//   1. round_to_bf16_(weight): the float parameter itself takes its bfloat16 values, so whatever reads the
+//      float tensor computes with the very same model;
 //   2. Bf16Matrix(weight): a bfloat16 copy, which the products of up to backend::detail::gemv_max_rows rows
-//      (one decoding step) read instead of the float tensor, at half the memory traffic.
-// The float tensor thus stays (1.5x the float model's memory in all). The copy is a snapshot: a weight
-// changed afterwards (training, load_state_dict) needs to_bf16_weights() again.
+//      (one decoding step) read instead of the float tensor, at half the memory traffic;
+//   3. with FloatWeights::release, the float tensor is then freed: the bfloat16 copy is the only one (half
+//      the float model's memory), products of more rows widen it a block of columns at a time, and the
+//      model serves inference only (training, state dicts and packing need the float values and refuse).
+// With FloatWeights::keep the float tensor stays (1.5x the float model's memory in all), and the copy is a
+// snapshot: a weight changed afterwards (training, load_state_dict) needs to_bf16_weights() again.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/gemv.hpp"
 
 namespace eigenformer {
+
+// What to_bf16_weights does with the float weights once their bfloat16 copies exist.
+enum class FloatWeights {
+  keep,     // kept, rounded to bfloat16 values: training, state_dict and pack_weights still work
+  release,  // freed: half the memory, inference only
+};
 
 // Every element of t replaced by the float value of its bfloat16 rounding (bf16_bits_from_float), in place:
 // t.copy_(t.to(torch.bfloat16)) in PyTorch.
@@ -70,6 +79,42 @@ class Bf16Matrix {
   float at(index_t i, index_t j) const { return float_from_bf16_bits(bits(i, j)); }
   std::string shape_string() const { return detail::rows_cols_string(rows_, cols_); }
 
+  // Columns [j0, j0 + n) widened to float as a (rows, n) matrix (a transposed view when column-major): what a
+  // product of many rows reads when no float copy of the weight exists, one block of columns at a time.
+  Tensor<float, 2> widened_columns(index_t j0, index_t n) const {
+    if (j0 < 0 || n < 0 || j0 + n > cols_)
+      throw std::out_of_range("Bf16Matrix::widened_columns: columns [" + std::to_string(j0) + ", " +
+                              std::to_string(j0 + n) + ") of " + shape_string());
+    if (col_major_) {  // column j is stored contiguous: rows (j, :) of the (n, rows) result
+      auto out = Tensor<float, 2>::empty(Shape<2>{n, rows_});
+      backend::parallel_for(n, std::max<index_t>(1, 65536 / std::max<index_t>(rows_, 1)), [&](index_t begin, index_t end) {
+        for (index_t j = begin; j < end; ++j) widen_column(j0 + j, out.data() + j * rows_);
+      });
+      return out.t();
+    }
+    auto out = Tensor<float, 2>::empty(Shape<2>{rows_, n});
+    constexpr index_t P = backend::detail::gemv_panel_cols;
+    backend::parallel_for(rows_, std::max<index_t>(1, 65536 / std::max<index_t>(n, 1)), [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) {
+        float* dst = out.data() + i * n;
+        for (index_t j = j0; j < j0 + n;) {  // a panel's part of row i at a time: contiguous in storage
+          const index_t stop = std::min(j0 + n, (j / P + 1) * P);
+          const std::uint16_t* src = data_.get() + offset(i, j);
+          for (index_t q = 0; q < stop - j; ++q) dst[j - j0 + q] = float_from_bf16_bits(src[q]);
+          j = stop;
+        }
+      }
+    });
+    return out;
+  }
+  // Column j widened into dst[0, rows) (a column-major matrix only, such as a tied head's embedding rows).
+  void widen_column(index_t j, float* dst) const {
+    if (!col_major_ && rows_ > 1)
+      throw std::logic_error("Bf16Matrix::widen_column: " + shape_string() + " is stored in panels, not by column");
+    const std::uint16_t* src = data_.get() + j * rows_;
+    for (index_t i = 0; i < rows_; ++i) dst[i] = float_from_bf16_bits(src[i]);
+  }
+
  private:
   index_t padded_cols() const noexcept {
     constexpr index_t P = backend::detail::gemv_panel_cols;
@@ -111,6 +156,44 @@ inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& 
       b16.data(), b16.col_major() ? k : n, b16.col_major() ? detail::GemvLayout::col_major : detail::GemvLayout::paneled};
   detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), n, 1.0f, 0.0f,
                        epilogue.bias ? bias_values.data() : nullptr, epilogue.activation);
+  return c;
+}
+
+// act(a b + bias) for a weight held only as bfloat16 (FloatWeights::release): products of up to
+// detail::gemv_max_rows rows of a row-major a stream b16 as the overload above does; larger ones widen
+// b16 a block of columns at a time (Bf16Matrix::widened_columns) into a float product each, so no float copy
+// of the whole weight exists at any time (GPT-2's tied head is 154 MB as float). Throws shape_error when the
+// shapes disagree.
+inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, const Epilogue<float>& epilogue = {}) {
+  const index_t m = a.shape()[0], k = a.shape()[1], n = b16.cols();
+  if (k != b16.rows())
+    throw shape_error("gemm: " + shape_string(a.shape()) + " x bfloat16 weight " + b16.shape_string() +
+                      ": shapes do not agree");
+  if (epilogue.bias && epilogue.bias->numel() != n)
+    throw shape_error("gemm: bias " + shape_string(epilogue.bias->shape()) + " does not match the " +
+                      std::to_string(n) + " output columns");
+  auto c = Tensor<float, 2>::empty(Shape<2>{m, n});
+  if (m == 0 || n == 0) return c;
+  const auto info = eigenformer::detail::classify(m, k, a.strides()[0], a.strides()[1]);
+  const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
+  if (m <= detail::gemv_max_rows && info.layout == eigenformer::detail::matrix_layout::row_major) {
+    const detail::GemvWeight<std::uint16_t> w{
+        b16.data(), b16.col_major() ? k : n, b16.col_major() ? detail::GemvLayout::col_major : detail::GemvLayout::paneled};
+    detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), n, 1.0f, 0.0f,
+                         epilogue.bias ? bias_values.data() : nullptr, epilogue.activation);
+    return c;
+  }
+  // 512 columns (a multiple of the panels' 64): a block of at most 6 MB for GPT-2's widest k (3072), wide
+  // enough that each float product keeps the kernels' tiles full.
+  constexpr index_t block = 512;
+  for (index_t j0 = 0; j0 < n; j0 += block) {
+    const index_t cols = std::min(block, n - j0);
+    const auto w = b16.widened_columns(j0, cols);
+    auto out = c.narrow(1, j0, cols);
+    Tensor<float, 1> bias_part;
+    if (epilogue.bias) bias_part = bias_values.narrow(0, j0, cols);
+    gemm(a, w, out, 1.0f, 0.0f, Epilogue<float>{epilogue.bias ? &bias_part : nullptr, epilogue.activation});
+  }
   return c;
 }
 
