@@ -187,8 +187,8 @@ std::string compare_with_bf16(models::GPT2LMHeadModel<float>& model, const std::
 
 int run(const Options& o) {
   if (o.threads > 0) eigenformer::set_num_threads(o.threads);
-  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model);
-  if (o.bf16) gpt2.model.to_bf16_weights(eigenformer::FloatWeights::release);
+  // bf16: each weight matrix converted as it is read, so memory never holds the float model.
+  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model, {.bf16_weights = o.bf16});
   auto& tok = gpt2.tokenizer;
   std::vector<std::int64_t> ids = tok.encode(o.prompt);
   const std::int64_t eot = tok.eot_id();

@@ -17,6 +17,7 @@
 #include <eigenformer/models/pretrained.hpp>
 
 #include "io/io_test_support.hpp"
+#include "support/cases.hpp"
 #include "support/errors.hpp"
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
@@ -356,4 +357,58 @@ TEST_CASE("gpt2_from_pretrained: dropout draws from the current generator; load_
   CHECK(m3.transformer.wte.weight.data.data() == wte_storage);
   CHECK(parameter_values(zeroed) == parameter_values(m3));
   CHECK(parameter_values(zeroed) == parameter_values(m1));
+}
+
+// PretrainedOptions::bf16_weights: every Conv1D weight and wte converted to bfloat16 as it is read and its
+// float values freed (what keeps `gpt2 --dtype bf16`'s peak near the bfloat16 model). The result must be the
+// model that a float load followed by to_bf16_weights gives: the same bfloat16 bits in every copy, the same
+// float values elsewhere, logits within the file's float tolerance (the many-row products widen the copies
+// block by block, the float model reads its rounded float weights: another summation order), a one-token
+// step bit for bit (both stream the same copies through the same kernel), and the attention weights that
+// `gpt2 --svg` draws.
+TEST_CASE("gpt2_from_pretrained: bf16_weights converts each weight as it is read, to the model to_bf16_weights makes") {
+  auto held = models::gpt2_from_pretrained<float>(tiny_dir, {.bf16_weights = true});
+  auto kept = models::gpt2_from_pretrained<float>(tiny_dir);
+  kept.to_bf16_weights(ef::FloatWeights::keep);
+  CHECK_FALSE(held.is_training());
+  std::size_t copies = 0;
+  const auto same_bits = [&](const ef::Bf16Matrix* a, const ef::Bf16Matrix* b, const std::string& what) {
+    INFO(what);
+    REQUIRE((a != nullptr && b != nullptr));
+    REQUIRE((a->rows() == b->rows() && a->cols() == b->cols() && a->col_major() == b->col_major()));
+    std::size_t differ = 0;
+    for (index_t i = 0; i < a->rows(); ++i)
+      for (index_t j = 0; j < a->cols(); ++j) differ += a->bits(i, j) != b->bits(i, j);
+    CHECK(differ == 0);
+    ++copies;
+  };
+  same_bits(held.transformer.wte.bf16_weight(), kept.transformer.wte.bf16_weight(), "wte");
+  for (std::size_t l = 0; l < held.transformer.h.size(); ++l) {
+    auto &h = held.transformer.h[l], &k = kept.transformer.h[l];
+    same_bits(h.attn.c_attn.bf16_weight(), k.attn.c_attn.bf16_weight(), "c_attn " + std::to_string(l));
+    same_bits(h.attn.c_proj.bf16_weight(), k.attn.c_proj.bf16_weight(), "attn.c_proj " + std::to_string(l));
+    same_bits(h.mlp.c_fc.bf16_weight(), k.mlp.c_fc.bf16_weight(), "c_fc " + std::to_string(l));
+    same_bits(h.mlp.c_proj.bf16_weight(), k.mlp.c_proj.bf16_weight(), "mlp.c_proj " + std::to_string(l));
+    CHECK(h.mlp.c_fc.weight.float_released());
+  }
+  check_ran(copies, 1 + 4 * held.transformer.h.size(), "bfloat16 copies");
+  CHECK(held.transformer.wte.weight.float_released());
+  // Everything else loaded as float, value for value.
+  CHECK(held.transformer.wpe.weight.data.to_vector() == kept.transformer.wpe.weight.data.to_vector());
+  CHECK(held.transformer.h[1].attn.c_attn.bias.data.to_vector() == kept.transformer.h[1].attn.c_attn.bias.data.to_vector());
+  CHECK(held.transformer.ln_f.weight->data.to_vector() == kept.transformer.ln_f.weight->data.to_vector());
+
+  const auto& at = hf_case("attentions");
+  const auto ids = at.at("ids").get<std::vector<std::int64_t>>();
+  std::vector<ef::Tensor<float, 4>> held_attentions, kept_attentions;
+  check_tensors_close(held.forward(ids, &held_attentions), kept.forward(ids, &kept_attentions), 1e-5, 1e-5,
+                      "bf16_weights against to_bf16_weights, logits");
+  REQUIRE(held_attentions.size() == kept_attentions.size());
+  for (std::size_t l = 0; l < held_attentions.size(); ++l)
+    check_tensors_close(held_attentions[l], kept_attentions[l], 1e-5, 1e-5, "attentions, layer " + std::to_string(l));
+  const std::vector<std::int64_t> one{ids.at(0)};
+  CHECK(held.forward(one).to_vector() == kept.forward(one).to_vector());
+
+  CHECK_THROWS_WITH_AS(models::gpt2_from_pretrained<double>(tiny_dir, {.bf16_weights = true}),
+                       doctest::Contains("bf16_weights needs a float model"), std::invalid_argument);
 }

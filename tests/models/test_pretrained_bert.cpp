@@ -256,6 +256,11 @@ TEST_CASE("bert_from_pretrained: missing, misnamed and misshapen tensors name th
   const std::string file = (dir / "model.safetensors").string();
   const std::string t = "bert.encoder.layer.1.attention.self.key.weight";
 
+  // bfloat16 weight storage is GPT-2's only: asked of BERT, it says so rather than loading float weights.
+  CHECK_THROWS_WITH_AS((void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(
+                           cls_dir, {.bf16_weights = true}),
+                       doctest::Contains("GPT-2 only"), std::invalid_argument);
+
   auto missing = original;
   missing.erase(t);
   write_dir(dir, cls_dir, missing);

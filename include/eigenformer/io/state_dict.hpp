@@ -81,6 +81,10 @@ struct LoadOptions {
   // Checkpoint keys that are neither loaded nor reported as unexpected (buffers such as GPT-2's causal
   // mask "h.0.attn.bias").
   std::function<bool(const std::string&)> ignore;
+  // Called with each parameter's name right after it is filled, in the module's registration order: for a
+  // caller that converts each weight as it arrives (to bfloat16, freeing the float values) so that memory
+  // never holds them all at once.
+  std::function<void(const std::string&)> loaded;
 };
 
 // What a non-strict load left out (checkpoint keys, after renaming). Both empty after a strict load.
@@ -226,6 +230,8 @@ LoadReport load_state_dict_from(nn::Module<T>& module, const Source& source, con
         source.template read_flat_into<T>(plan.key, plan.param.data);
       }
       ++loaded;
+      plan.param.data = Tensor<T, 1>();  // the plan's handle on the storage: a callback may free it
+      if (options.loaded) options.loaded(plan.param.name);
     }
   } catch (const checkpoint_error& e) {
     throw checkpoint_error(std::string(e.what()) + " (" + std::to_string(loaded) + " of " +

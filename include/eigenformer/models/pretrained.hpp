@@ -46,6 +46,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "eigenformer/io/detail/atomic_file.hpp"
@@ -62,6 +63,12 @@ struct PretrainedOptions {
   // Missing or unexpected tensors throw (listing them) when true; when false they are skipped and the
   // parameters not in the file keep their initial values (zero weights, LayerNorm 1 / 0).
   bool strict = true;
+  // GPT-2 only: hold the weight matrices (every Conv1D weight and the tied wte) only as bfloat16, as
+  // to_bf16_weights(FloatWeights::release) does (tensor/bf16.hpp), converting each as it is read, so that
+  // memory never holds the float model (the peak is about the bfloat16 model plus one float tensor, wte's
+  // 154 MB for GPT-2 small). The model then serves inference only. transformers' torch_dtype=torch.bfloat16,
+  // with float arithmetic.
+  bool bf16_weights = false;
   // (No generator: a model draws its dropout masks from eigenformer::current_generator() while it runs, so
   // training with a generator of one's own is a GeneratorGuard around the forward, not a loading option.)
 };
@@ -289,7 +296,24 @@ void load_gpt2_state_dict(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& 
         }
     }
   }
+  // bfloat16 storage: each weight matrix converted as soon as it is read (see PretrainedOptions::bf16_weights).
+  std::unordered_map<std::string, nn::Conv1D<T>*> conv1d_by_weight;
+  if (options.bf16_weights) {
+    if constexpr (!std::is_same_v<T, float>) {
+      throw std::invalid_argument("load_gpt2_state_dict: bf16_weights needs a float model; this one holds double");
+    } else {
+      for (auto& [name, module] : model.named_modules())
+        if (auto* conv = dynamic_cast<nn::Conv1D<T>*>(module)) conv1d_by_weight.emplace(name + ".weight", conv);
+      lo.loaded = [&](const std::string& name) {
+        if (name == "transformer.wte.weight") model.transformer.wte.to_bf16_weights(FloatWeights::release);
+        else if (const auto found = conv1d_by_weight.find(name); found != conv1d_by_weight.end())
+          found->second->to_bf16_weights(FloatWeights::release);
+      };
+    }
+  }
   io::load_state_dict(model, file, lo);
+  if constexpr (std::is_same_v<T, float>)
+    if (options.bf16_weights) model.to_bf16_weights(FloatWeights::release);  // the tied head; weights not in the file
 }
 
 // A GPT2LMHeadModel<T> from a Hugging Face model directory (config.json + model.safetensors), in eval mode

@@ -381,6 +381,9 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
   namespace d = detail::pretrained_bert;
   constexpr bool is_mlm = std::is_same_v<Model, BertForMaskedLM<T>>;
   constexpr bool bare = std::is_same_v<Model, BertModel<T>>;  // our names have no "bert." prefix
+  if (options.bf16_weights)
+    throw std::invalid_argument("load_bert_state_dict: bf16_weights (bfloat16 weight storage) is implemented for "
+                                "GPT-2 only; load BERT with float weights");
   BertLoadReport report;
   report.file = file.source();
   report.architecture = bert_architecture<Model>::name;

@@ -26,7 +26,9 @@ class Conv1D : public Module<T> {
     if (in_features <= 0 || out_features <= 0)
       throw std::invalid_argument("Conv1D: in_features and out_features must be positive, got " +
                                   std::to_string(in_features) + " and " + std::to_string(out_features));
-    weight = Parameter<T, 2>(zeros<T>(Shape<2>{in_features, out_features}));
+    // Zeros to be overwritten by a checkpoint take memory only as the load writes them (untouched_zeros).
+    weight = Parameter<T, 2>(weight_std > 0.0 ? zeros<T>(Shape<2>{in_features, out_features})
+                                              : eigenformer::detail::untouched_zeros<T>(Shape<2>{in_features, out_features}));
     bias = Parameter<T, 1>(zeros<T>(Shape<1>{out_features}));
     if (weight_std > 0.0) normal_(weight.data, 0.0, weight_std, gen);
   }

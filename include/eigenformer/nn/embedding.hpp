@@ -45,7 +45,9 @@ class Embedding : public Module<T> {
                                 " must be within num_embeddings " + std::to_string(num_embeddings));
       padding_idx_ = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
     }
-    weight = Parameter<T, 2>(zeros<T>(Shape<2>{num_embeddings, embedding_dim}));
+    // Memory is committed only as rows are written (untouched_zeros): by init::embedding_, or row by row by a
+    // checkpoint load, which may then convert the table (to bfloat16) before the next tensor is read.
+    weight = Parameter<T, 2>(eigenformer::detail::untouched_zeros<T>(Shape<2>{num_embeddings, embedding_dim}));
   }
 
   Parameter<T, 2> weight;  // (V, C)

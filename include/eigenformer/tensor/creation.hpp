@@ -37,6 +37,18 @@ Tensor<T, N> zeros(const Shape<N>& shape) { return full<T>(shape, T(0)); }
 template <typename T, std::size_t N>
 Tensor<T, N> zeros(const index_t (&shape)[N]) { return zeros<T>(detail::to_shape(shape)); }
 
+namespace detail {
+// zeros(shape) whose memory is committed only as it is written (allocate_zeroed): the weights of a layer
+// built to be overwritten by a checkpoint.
+template <typename T, std::size_t N>
+Tensor<T, N> untouched_zeros(const Shape<N>& shape) {
+  check_nonnegative_shape("zeros", shape);
+  auto storage = allocate_zeroed<T>(numel_of(shape));
+  T* p = storage.get();
+  return Tensor<T, N>(std::move(storage), p, shape, contiguous_strides(shape));
+}
+}  // namespace detail
+
 template <typename T, std::size_t N>
 Tensor<T, N> ones(const Shape<N>& shape) { return full<T>(shape, T(1)); }
 template <typename T, std::size_t N>

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <type_traits>
 
 #include "eigenformer/tensor/allocator.hpp"
@@ -44,6 +46,22 @@ std::shared_ptr<T[]> allocate(index_t n) {
   // Should the control block's allocation throw, shared_ptr hands p to the deleter itself.
   return std::shared_ptr<T[]>(static_cast<T*>(p), [bytes](T* q) { deallocate_block(q, bytes); },
                               ControlBlockAllocator<T>());
+}
+
+// Room for `n` elements, all zero, whose pages the system supplies on first touch: a fresh calloc, which for
+// large blocks maps new zero pages without writing them. For a model's weights that a checkpoint overwrites
+// next (the skip-init constructors), so that memory is committed tensor by tensor as the load writes it and a
+// loader that converts each tensor as it arrives (to bfloat16) never holds the whole float model. Bypasses
+// the allocator's cache: such blocks live as long as the model.
+template <typename T>
+std::shared_ptr<T[]> allocate_zeroed(index_t n) {
+  static_assert(std::is_trivially_copyable_v<T>, "tensor storage holds trivially copyable scalars only");
+  if (n == 0) return allocate<T>(0);
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T) + tensor_alignment;
+  void* raw = std::calloc(1, bytes);
+  if (raw == nullptr) throw std::bad_alloc();
+  const auto address = (reinterpret_cast<std::uintptr_t>(raw) + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
+  return std::shared_ptr<T[]>(reinterpret_cast<T*>(address), [raw](T*) { std::free(raw); });
 }
 
 }  // namespace detail
