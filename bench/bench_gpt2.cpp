@@ -6,7 +6,8 @@
 //   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
 //                               time of an iteration is n tokens' worth, so ms/token = time / n
-//   BM_gpt2_decode_step_bf16   the same with the weights stored as bfloat16 (to_bf16_weights; float arithmetic)
+//   BM_gpt2_decode_step_bf16   the same with the weights stored as bfloat16 (to_bf16_weights(FloatWeights::release):
+//                              the float weights freed, as `gpt2 --dtype bf16` holds them; float arithmetic)
 //   BM_gpt2_greedy_decode_bf16/<n>  BM_gpt2_greedy_decode with those bfloat16 weights (`gpt2 --dtype bf16`);
 //                              issue 11 sets its goal against PyTorch's fp32 greedy decode, so bench/table.py
 //                              puts it beside torch_gpt2.py's BM_gpt2_greedy_decode/<n>
@@ -87,7 +88,7 @@ ef::models::GPT2LMHeadModel<float>& gpt2_small() {
 ef::models::GPT2LMHeadModel<float>& gpt2_small_bf16() {
   static ef::models::GPT2LMHeadModel<float> model = [] {
     auto m = make_gpt2_small();
-    m.to_bf16_weights();
+    m.to_bf16_weights(ef::FloatWeights::release);  // as `gpt2 --dtype bf16` holds them: the copies alone
     return m;
   }();
   return model;
