@@ -51,6 +51,7 @@
 // model there.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>

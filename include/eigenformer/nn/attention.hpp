@@ -70,6 +70,7 @@
 // qkv and k^T in place.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

@@ -2,6 +2,7 @@
 // variance (divide by C) of each row, as PyTorch computes it.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

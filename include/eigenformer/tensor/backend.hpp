@@ -16,6 +16,7 @@
 // chunk runs inline, so no call ever waits on work it cannot see finishing: no deadlock by construction.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>  // Eigen::ArrayBase::erf
 #include <algorithm>

@@ -23,7 +23,7 @@
 // on x86-64, which accept target regions); elsewhere only Eigen's code, for the compiler's flags.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define EIGENFORMER_X86_KERNELS 1
-#include <immintrin.h>
+#include "eigenformer/tensor/intrinsics.hpp"  // <immintrin.h>
 // Code between a BEGIN and EIGENFORMER_TARGET_END is compiled for that instruction set, whatever the
 // command line says. Only code that is called after cpu_isa() has chosen that set may live there.
 #if defined(__clang__)

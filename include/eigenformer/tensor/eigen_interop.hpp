@@ -2,6 +2,7 @@
 // Eigen dense expression.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 
 #include "eigenformer/tensor/creation.hpp"

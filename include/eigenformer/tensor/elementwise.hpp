@@ -3,6 +3,7 @@
 // on Tensor are the in-place forms).
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

@@ -9,6 +9,7 @@
 // column-major map: no copy. Only an operand whose last two dims are strided both ways is copied first.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <vector>
 

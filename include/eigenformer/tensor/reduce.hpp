@@ -6,6 +6,7 @@
 //   sum(x, -1, keepdim)  // Tensor<T, R>, the reduced dim kept with size 1
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 #include <cmath>
 #include <concepts>

@@ -1,6 +1,7 @@
 // The residual connection of the models' blocks, in place.
 #pragma once
 
+#include "eigenformer/tensor/intrinsics.hpp"  // first: see there
 #include <Eigen/Core>
 
 #include "eigenformer/tensor.hpp"
