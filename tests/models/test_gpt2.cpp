@@ -654,6 +654,12 @@ TEST_CASE("GPT2LMHeadModel: bfloat16 weights give PyTorch's logits for the round
   const auto expected = to_tensor<float, 3>(c.at("logits"));
   const auto full = m.forward(ids);
   check_gpt2(full, c.at("logits"), "bf16 weights, full forward");
+  // Packed first: to_bf16_weights packs the rounded weights again, the tied head's included, so prompts that
+  // read the packed copies compute with the same rounded model.
+  auto packed = fixture_model<float>();
+  packed.pack_weights();
+  packed.to_bf16_weights();
+  check_gpt2(packed.forward(ids), c.at("logits"), "bf16 weights after pack_weights, full forward");
   auto cache = m.make_cache(2, 9);
   check_tensors_close(m.forward(ids.narrow(1, 0, 4).contiguous(), cache), expected.narrow(1, 0, 4), gpt2_rtol,
                       gpt2_atol, "bf16 weights, cached prompt");

@@ -494,7 +494,8 @@ class GPT2LMHeadModel : public nn::Module<T> {
       settle();
     }
     transformer.wte.to_bf16_weights(floats);
-    lm_head.use_bf16_weight(*transformer.wte.bf16_weight(), transformer.wte.weight.float_released());
+    const auto& wte = transformer.wte.weight;
+    lm_head.use_bf16_weight(*transformer.wte.bf16_weight(), wte.float_released() ? nullptr : &wte.data);
     settle();
   }
 

@@ -67,18 +67,21 @@ class TiedLMHead : public nn::Module<T> {
     if (!weight_packed_.empty()) pack_weights(weight);  // the rounded values
   }
   // Reads the embedding's own bfloat16 copy of the tied table (nn::Embedding::bf16_weight(), (C, V), shared,
-  // not copied) instead; `float_released`: the embedding freed its float table (FloatWeights::release), so
-  // every product reads the copy and the packed copy, if any, is dropped.
-  void use_bf16_weight(const Bf16Matrix& weight_t, bool float_released)
+  // not copied) instead. `weight`: the tied float table (V, C) when the embedding keeps it (FloatWeights::keep;
+  // the packed copy, if any, is then made again from its rounded values), null when the embedding released
+  // it (every product then reads the bfloat16 copy and the packed copy is dropped).
+  void use_bf16_weight(const Bf16Matrix& weight_t, const Tensor<float, 2>* weight)
     requires std::is_same_v<T, float>
   {
-    if (weight_t.rows() != in_ || weight_t.cols() != out_ || !weight_t.col_major())
+    if (weight_t.rows() != in_ || weight_t.cols() != out_ || !(weight_t.col_major() || in_ == 1))
       throw shape_error("TiedLMHead.use_bf16_weight: the bfloat16 table " + weight_t.shape_string() +
                         " is not the column-major (" + std::to_string(in_) + ", " + std::to_string(out_) +
                         ") transpose of the tied embedding");
+    if (weight) check_tied_weight("use_bf16_weight", *weight);
     weight_bf16_ = weight_t;
-    bf16_only_ = float_released;
+    bf16_only_ = weight == nullptr;
     if (bf16_only_) weight_packed_ = PackedMatrix();
+    else if (!weight_packed_.empty()) pack_weights(*weight);  // the rounded values
   }
 
   // Keeps the tied weight (V, C) also in the packed kernel's order (tensor/packed_matrix.hpp), which forward
