@@ -150,3 +150,39 @@ TEST_CASE("Linear: a frozen weight gets no gradient, the bias and the input stil
   CHECK(lin.bias->has_grad());
   CHECK(lin.bias->grad()(0) == 4.f);
 }
+
+// A Linear holding its weight only as bfloat16 (to_bf16_weights(FloatWeights::release)) computes what the same
+// layer with its rounded float weight kept computes: 1 row through the same streamed copy (bit for bit), 6 rows
+// widened block by block, also written into a column block of a wider output (dense_product_into, BERT's
+// q | k | v). Tolerance for the many-row products: 1e-6 relative + 1e-6 absolute, float sums of 40 O(1) terms
+// in another order. In training mode the forward refuses, as does pack_weights.
+TEST_CASE("Linear: a weight held only as bfloat16 computes the rounded layer, and training refuses it") {
+  ef::manual_seed(5);
+  ef::nn::Linear<float> kept(40, 70), held(40, 70);
+  held.weight.data.copy_(kept.weight.data);
+  held.bias->data.copy_(kept.bias->data);
+  kept.to_bf16_weights(ef::FloatWeights::keep);
+  held.to_bf16_weights(ef::FloatWeights::release);
+  kept.eval();
+  held.eval();
+  CHECK(held.weight.float_released());
+  CHECK(held.num_parameters() == kept.num_parameters());
+  REQUIRE(held.bf16_weight() != nullptr);
+  const auto one = ef::randn<float>({1, 40});
+  CHECK(held.forward(one).to_vector() == kept.forward(one).to_vector());
+  const auto six = ef::randn<float>({2, 3, 40});
+  check_tensors_close(held.forward(six), kept.forward(six), 1e-6, 1e-6, "6 rows");
+  auto wide = ef::zeros<float>({6, 100});
+  auto block = wide.narrow(1, 20, 70);
+  const auto x2 = six.reshape(ef::Shape<2>{6, 40});
+  ef::nn::detail::dense_product_into(x2, held.weight.data.t(), held.prepared_weight(), block,
+                                     ef::backend::Epilogue<float>{&held.bias->data, ef::backend::Activation::none});
+  check_tensors_close(block, kept.forward(x2), 1e-6, 1e-6, "into a column block");
+  std::size_t outside = 0;  // nothing written left of the block
+  for (index_t i = 0; i < 6; ++i)
+    for (index_t j = 0; j < 20; ++j) outside += wide(i, j) != 0.0f;
+  CHECK(outside == 0);
+  held.train();
+  CHECK_THROWS_WITH_AS(held.forward(six), doctest::Contains("held only as bfloat16"), std::logic_error);
+  CHECK_THROWS_WITH_AS(held.pack_weights(), doctest::Contains("held only as bfloat16"), std::logic_error);
+}

@@ -199,9 +199,7 @@ class Members {
   template <std::size_t R>
   void parameter(std::string_view name, Parameter<T, R>& p) {
     if (!sink_.wants_tensors()) return;
-    // A released parameter has no storage to view flat: the same broadcast NaN, flat.
-    auto data = p.float_released() ? full<T>(Shape<1>{1}, std::numeric_limits<T>::quiet_NaN()).expand(Shape<1>{p.numel()})
-                                   : flat(p.data);
+    auto data = p.float_released() ? released_flat(p.numel()) : flat(p.data);
     sink_.on_parameter(name, NamedParameter<T>{std::string(name), dims(p.shape()), std::move(data), p.state(), 0});
   }
   template <std::size_t R>
@@ -215,8 +213,7 @@ class Members {
     if (!sink_.wants_tensors()) return;
     const auto part = p.data.narrow(0, row, rows);
     const index_t row_size = rows == 0 ? 0 : part.numel() / rows;
-    auto data = p.float_released() ? full<T>(Shape<1>{1}, std::numeric_limits<T>::quiet_NaN()).expand(Shape<1>{part.numel()})
-                                   : flat(part);
+    auto data = p.float_released() ? released_flat(part.numel()) : flat(part);
     sink_.on_parameter(name, NamedParameter<T>{std::string(name), dims(part.shape()), std::move(data), p.state(),
                                                row * row_size});
   }
@@ -239,6 +236,11 @@ class Members {
       throw std::logic_error("Members: a registered tensor of shape " + shape_string(t.shape()) +
                              " is not contiguous, so it has no flat view");
     return t.view(Shape<1>{t.numel()});
+  }
+  // What a parameter released to bfloat16 (Parameter::float_released) shows flat: no storage to view, the same
+  // broadcast NaN as its data.
+  static Tensor<T, 1> released_flat(index_t numel) {
+    return full<T>(Shape<1>{1}, std::numeric_limits<T>::quiet_NaN()).expand(Shape<1>{numel});
   }
   Sink& sink_;
 };

@@ -57,8 +57,8 @@ template <typename T>
 std::shared_ptr<T[]> allocate_zeroed(index_t n) {
   static_assert(std::is_trivially_copyable_v<T>, "tensor storage holds trivially copyable scalars only");
   if (n == 0) return allocate<T>(0);
-  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T) + tensor_alignment;
-  void* raw = std::calloc(1, bytes);
+  // calloc multiplies count by size itself, refusing a product that overflows.
+  void* raw = std::calloc(static_cast<std::size_t>(n) + tensor_alignment / sizeof(T) + 1, sizeof(T));
   if (raw == nullptr) throw std::bad_alloc();
   const auto address = (reinterpret_cast<std::uintptr_t>(raw) + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
   return std::shared_ptr<T[]>(reinterpret_cast<T*>(address), [raw](T*) { std::free(raw); });
