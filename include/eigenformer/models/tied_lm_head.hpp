@@ -54,20 +54,9 @@ class TiedLMHead : public nn::Module<T> {
     return logits.view(Shape<3>{b, t, out_});
   }
 
-  // Keeps a bfloat16 copy of the tied weight (V, C), which forward then reads for products of a few rows
-  // (decoding; tensor/bf16.hpp). The weight should hold bfloat16 values already (round_to_bf16_), so that
-  // products of more rows, which read the float tensor, compute with the same model. A snapshot: call again
-  // after the weight changes.
-  void to_bf16_weights(const Tensor<float, 2>& weight)
-    requires std::is_same_v<T, float>
-  {
-    check_tied_weight("to_bf16_weights", weight);
-    weight_bf16_ = Bf16Matrix(weight.t());
-    bf16_only_ = false;
-    if (!weight_packed_.empty()) pack_weights(weight);  // the rounded values
-  }
-  // Reads the embedding's own bfloat16 copy of the tied table (nn::Embedding::bf16_weight(), (C, V), shared,
-  // not copied) instead. `weight`: the tied float table (V, C) when the embedding keeps it (FloatWeights::keep;
+  // Reads the embedding's bfloat16 copy of the tied table (nn::Embedding::bf16_weight(), (C, V), shared, not
+  // copied) for products of a few rows (decoding; tensor/bf16.hpp), and for every product once the embedding
+  // has released its float table. A snapshot: call again after the table changes. `weight`: the tied float table (V, C) when the embedding keeps it (FloatWeights::keep;
   // the packed copy, if any, is then made again from its rounded values), null when the embedding released
   // it (every product then reads the bfloat16 copy and the packed copy is dropped).
   void use_bf16_weight(const Bf16Matrix& weight_t, const Tensor<float, 2>* weight)
@@ -125,7 +114,7 @@ class TiedLMHead : public nn::Module<T> {
   };
   index_t in_, out_;
   bool prints_bias_;
-  Bf16Matrix weight_bf16_;  // (C, V) column-major: wte's rows, when to_bf16_weights was called
+  Bf16Matrix weight_bf16_;  // (C, V) column-major: wte's rows, when use_bf16_weight was called
   bool bf16_only_ = false;  // the embedding's float table was released: every product reads weight_bf16_
   PackedMatrix weight_packed_;  // (C, V) packed, when pack_weights was called
 };

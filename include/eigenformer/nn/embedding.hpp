@@ -85,14 +85,14 @@ class Embedding : public Module<T> {
     auto out = Tensor<T, R + 1>::empty(out_shape);
     const T* w = weight.data.data();
     const std::int64_t* id_data = flat.data();
+    const bool from_bf16 = weight.float_released();  // row id of the table is column id of its (C, V) copy
     backend::parallel_for(n, std::max<index_t>(1, 16384 / dim_), [&](index_t begin, index_t end) {
       for (index_t k = begin; k < end; ++k) {
-        if constexpr (std::is_same_v<T, float>) {
-          if (weight.float_released()) {  // row id of the table is column id of its (C, V) bfloat16 copy
+        if constexpr (std::is_same_v<T, float>)  // the copy widens to float only
+          if (from_bf16) {
             weight_bf16_.widen_column(id_data[k], out.data() + k * dim_);
             continue;
           }
-        }
         std::copy(w + id_data[k] * dim_, w + (id_data[k] + 1) * dim_, out.data() + k * dim_);
       }
     });

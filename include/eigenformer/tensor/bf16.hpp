@@ -136,31 +136,8 @@ class Bf16Matrix {
 
 namespace backend {
 
-// act(a b + bias) for a weight b held both as float (`b`) and as its bfloat16 copy (`b16`, made from b after
-// round_to_bf16_, so the two hold the same values): products of up to detail::gemv_max_rows rows of a
-// row-major a read b16, widening it in registers; larger ones read b. Throws shape_error when the shapes
-// disagree.
-inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Bf16Matrix& b16,
-                             const Epilogue<float>& epilogue = {}) {
-  if (b16.rows() != b.shape()[0] || b16.cols() != b.shape()[1])
-    throw shape_error("gemm: the bfloat16 weight " + b16.shape_string() + " is not a copy of the float weight " +
-                      shape_string(b.shape()));
-  const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  const auto info = eigenformer::detail::classify(m, k, a.strides()[0], a.strides()[1]);
-  if (m > detail::gemv_max_rows || m == 0 || k != b.shape()[0] || info.layout != eigenformer::detail::matrix_layout::row_major ||
-      (epilogue.bias && epilogue.bias->numel() != n))
-    return gemm(a, b, epilogue);  // the float product, or its error message
-  auto c = Tensor<float, 2>::empty(Shape<2>{m, n});
-  const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
-  const detail::GemvWeight<std::uint16_t> w{
-      b16.data(), b16.col_major() ? k : n, b16.col_major() ? detail::GemvLayout::col_major : detail::GemvLayout::paneled};
-  detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), n, 1.0f, 0.0f,
-                       epilogue.bias ? bias_values.data() : nullptr, epilogue.activation);
-  return c;
-}
-
 // act(a b + bias) for a weight held only as bfloat16 (FloatWeights::release): products of up to
-// detail::gemv_max_rows rows of a row-major a stream b16 as the overload above does; larger ones widen
+// detail::gemv_max_rows rows of a row-major a stream b16, widening it in registers (gemv.hpp); larger ones widen
 // b16 a block of columns at a time (Bf16Matrix::widened_columns) into a float product each, so no float copy
 // of the whole weight exists at any time (GPT-2's tied head is 154 MB as float). Throws shape_error when the
 // shapes disagree.
@@ -197,6 +174,23 @@ inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, c
     gemm(a, w, out, 1.0f, 0.0f, Epilogue<float>{epilogue.bias ? &bias_part : nullptr, epilogue.activation});
   }
   return c;
+}
+
+// act(a b + bias) for a weight b held both as float (`b`) and as its bfloat16 copy (`b16`, made from b after
+// round_to_bf16_, so the two hold the same values): products of up to detail::gemv_max_rows rows of a
+// row-major a read b16, widening it in registers; larger ones read b. Throws shape_error when the shapes
+// disagree.
+inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Bf16Matrix& b16,
+                             const Epilogue<float>& epilogue = {}) {
+  if (b16.rows() != b.shape()[0] || b16.cols() != b.shape()[1])
+    throw shape_error("gemm: the bfloat16 weight " + b16.shape_string() + " is not a copy of the float weight " +
+                      shape_string(b.shape()));
+  const index_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  const auto info = eigenformer::detail::classify(m, k, a.strides()[0], a.strides()[1]);
+  if (m > detail::gemv_max_rows || m == 0 || k != b.shape()[0] || info.layout != eigenformer::detail::matrix_layout::row_major ||
+      (epilogue.bias && epilogue.bias->numel() != n))
+    return gemm(a, b, epilogue);  // the float product, or its error message
+  return gemm(a, b16, epilogue);  // the streamed product of the overload above
 }
 
 }  // namespace backend
