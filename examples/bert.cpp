@@ -9,7 +9,7 @@
 //   bert --model DIR --embed "the cat sat on the mat ." --svg attention.svg
 //
 // Usage: bert --model DIR (--fill-mask TEXT [--top-k K] | --classify TEXT... | --classify --file F | --embed TEXT)
-//             [--svg FILE]
+//             [--svg FILE] [--dtype fp32|bf16]
 //   --fill-mask TEXT  the K most probable tokens for the first [MASK] of TEXT, one per line as
 //                     id<TAB>probability<TAB>token, most probable first (needs a masked-LM head: a
 //                     BertForMaskedLM or BertForPreTraining checkpoint); "[MASK]" in the text is the mask token
@@ -24,6 +24,10 @@
 //                     per layer, the tokens (with [CLS] and [SEP]) on both axes: rows the queries, columns the
 //                     keys they attend to, as in bertviz's head view; the text is the --fill-mask or --embed
 //                     text, or the first --classify text
+//   --dtype fp32|bf16 how the weight matrices are stored (default fp32). bf16 holds every Linear weight and
+//                     the word embeddings only as bfloat16, converted as they are read (about half the memory;
+//                     the arithmetic stays float32, so the results are those of the rounded weights, as
+//                     PyTorch's model.to(torch.bfloat16) rounds them)
 // Probabilities and values are printed with 6 decimals. Exit status: 0 on success, 2 for a usage error
 // (including no --model), 1 for any other error (one line on standard error, nothing on standard output).
 #include <algorithm>
@@ -49,7 +53,7 @@ namespace {
 
 constexpr const char* usage =
     "usage: bert --model DIR (--fill-mask TEXT [--top-k K] | --classify TEXT... | --classify --file F |\n"
-    "            --embed TEXT) [--svg FILE]";
+    "            --embed TEXT) [--svg FILE] [--dtype fp32|bf16]";
 
 constexpr const char* need_model =
     "bert: --model DIR is required: a Hugging Face BERT model directory holding config.json,\n"
@@ -71,6 +75,7 @@ struct Options {
   std::string file;                  // --classify --file
   std::string svg;                   // --svg: the attention pictures
   long long top_k = 5;
+  bool bf16 = false;                 // --dtype bf16
 };
 
 long long integer(const std::string& flag, const std::string& s, long long min) {
@@ -104,6 +109,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--top-k") o.top_k = integer(a, value(), 1);
     else if (a == "--file") o.file = value();
     else if (a == "--svg") o.svg = value();
+    else if (a == "--dtype") {
+      const std::string d = value();
+      if (d != "fp32" && d != "bf16") throw usage_error("--dtype expects fp32 or bf16, got \"" + d + "\"");
+      o.bf16 = d == "bf16";
+    }
     else if (a == "--classify") {
       set_mode(Mode::classify, a);
       // Every following argument up to the next option is a text.
@@ -172,7 +182,7 @@ std::vector<double> softmax(const float* logits, index_t n) {
 
 int fill_mask(const Options& o) {
   using Model = models::BertForMaskedLM<float>;
-  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model);
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16});
   require_loaded(bert.report, "masked-LM head", "--fill-mask needs a BertForMaskedLM checkpoint");
   const auto& tok = bert.tokenizer;
   // The WordPiece tokenizer reads "[MASK]" as text ("[", "mask", "]"): encode the pieces between the
@@ -230,7 +240,7 @@ int classify(const Options& o) {
     if (texts.empty()) throw std::runtime_error(o.file + ": no text in the file (one text per line expected)");
   }
   using Model = models::BertForSequenceClassification<float>;
-  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model);
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16});
   require_loaded(bert.report, "classification head", "--classify needs a BertForSequenceClassification checkpoint");
   const auto& config = bert.model.config();
   for (std::size_t i = 0; i < texts.size(); ++i)
@@ -252,7 +262,7 @@ int classify(const Options& o) {
 
 int embed(const Options& o) {
   using Model = models::BertModel<float>;
-  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model);
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16});
   if (!bert.model.pooler)
     throw std::runtime_error(bert.report.file + " has no pooler (bert.pooler.dense.weight and .bias); --embed prints the "
                              "pooled [CLS] vector");

@@ -84,6 +84,41 @@ foreach(_got _want IN ZIP_LISTS _printed _expected_pooled)
   endif()
 endforeach()
 
+# --dtype bf16: the texts PyTorch prints with the weights rounded to bfloat16 (fill_mask_bf16.txt,
+# classify_bf16.txt), the same tokens and labels in the same order, each probability within one unit of its
+# 6th decimal: those files' values were not chosen away from a rounding boundary, and float32 differences of
+# another summation order (under 1e-7 here) can push one across it. A weight left unrounded moves them by 1e-4
+# or more (fill_mask.txt against fill_mask_bf16.txt).
+function(expect_close_stdout _name _file)
+  run(${_name} 0 ${ARGN})
+  file(READ "${_file}" _expected)
+  string(REGEX REPLACE "[0-9]+\\.[0-9]+" "#" _expected_words "${_expected}")
+  string(REGEX REPLACE "[0-9]+\\.[0-9]+" "#" _got_words "${${_name}_out}")
+  string(REGEX MATCHALL "[0-9]+\\.[0-9]+" _expected_values "${_expected}")
+  string(REGEX MATCHALL "[0-9]+\\.[0-9]+" _got_values "${${_name}_out}")
+  list(LENGTH _expected_values _count)
+  if(_count EQUAL 0 OR NOT _got_words STREQUAL _expected_words)
+    message(FATAL_ERROR "bert ${ARGN}: stdout differs from ${_file} beyond its values:\n--- got\n${${_name}_out}--- expected\n${_expected}")
+  endif()
+  foreach(_got _want IN ZIP_LISTS _got_values _expected_values)
+    units_of("${_got}" 6 _g)
+    units_of("${_want}" 6 _w)
+    math(EXPR _diff "${_g} - ${_w}")
+    if(_diff GREATER 1 OR _diff LESS -1)
+      message(FATAL_ERROR "bert ${ARGN}: ${_got} where PyTorch has ${_want}:\n${${_name}_out}")
+    endif()
+  endforeach()
+endfunction()
+expect_close_stdout(fill_bf16 "${DATA}/bert_tiny_cli_expected/fill_mask_bf16.txt"
+                    --model "${MLM}" --fill-mask "the capital of france is [MASK] ." --top-k 5 --dtype bf16)
+expect_close_stdout(classify_bf16 "${DATA}/bert_tiny_cli_expected/classify_bf16.txt"
+                    --model "${CLS}" --classify "a great movie !" "the plot was boring and the acting awful ." "not a good film"
+                    --dtype bf16)
+run(bad_dtype 2 --model "${MLM}" --fill-mask "[MASK]" --dtype fp16)
+if(NOT bad_dtype_err MATCHES "^bert: --dtype expects fp32 or bf16, got \"fp16\"\n")
+  message(FATAL_ERROR "bert --dtype fp16: unexpected message:\n${bad_dtype_err}")
+endif()
+
 # Bad inputs.
 fails(no_mask 1 "no \\[MASK\\]" --model "${MLM}" --fill-mask "the capital of france is paris .")
 fails(too_long 1 "more than the model's 16 positions \\(max_position_embeddings\\)"

@@ -21,8 +21,10 @@
 // draw is off by O(0.1) or more.
 #include <doctest/doctest.h>
 
+#include <eigenformer/io/state_dict.hpp>
 #include <eigenformer/models/bert.hpp>
 
+#include "support/cases.hpp"
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
 
@@ -222,4 +224,93 @@ TEST_CASE("BertForSequenceClassification equals PyTorch: post-LN with pooler and
     m.backward(m.loss_backward());
     check_grads(m, c);
   }
+}
+
+namespace {
+
+// Model with bert_tiny.json case `c`'s parameters, in eval mode, after `prepare(model)`: its logits on the
+// case's inputs.
+template <class Model, class Prepare>
+auto bert_logits(const json& c, Prepare prepare) {
+  Model m(config_of(c), models::no_init);
+  load_params(m, c);
+  m.eval();
+  prepare(m);
+  return m.forward(input(c, "input_ids"), input(c, "attention_mask"), input(c, "token_type_ids"));
+}
+
+// The bfloat16 checks of one model class on one case of bf16.json (see the test below).
+template <class Model>
+void check_bf16_bert(const json& b) {
+  const auto& c = bert_case(b.at("model").get<std::string>());
+  const std::string name = c.at("name").get<std::string>();
+  const auto fp32 = bert_logits<Model>(c, [](Model&) {});
+  const auto kept = bert_logits<Model>(c, [](Model& m) { m.to_bf16_weights(); });
+  check_out(kept, b.at("logits"), name + ": bf16 weights kept beside the float ones");
+  const auto packed = bert_logits<Model>(c, [](Model& m) {
+    m.pack_weights();
+    m.to_bf16_weights();  // packs the rounded weights again, q | k | v side by side included
+    CHECK((m.bert.encoder.layer[0].attention.self.packed_qkv_weight() != nullptr) ==
+          ef::backend::detail::packed_weights_supported());
+  });
+  check_out(packed, b.at("logits"), name + ": bf16 weights after pack_weights");
+  const auto held = bert_logits<Model>(c, [](Model& m) {
+    m.pack_weights();
+    const index_t parameters = m.num_parameters();
+    m.to_bf16_weights(ef::FloatWeights::release);
+    CHECK(m.num_parameters() == parameters);
+    CHECK(m.bert.embeddings.word_embeddings.weight.float_released());
+    CHECK(m.bert.encoder.layer[1].attention.self.value.weight.float_released());
+    CHECK(m.bert.encoder.layer[0].attention.self.packed_qkv_weight() == nullptr);
+    CHECK_FALSE(m.bert.embeddings.position_embeddings.weight.float_released());  // these stay float
+    CHECK_FALSE(m.bert.encoder.layer[0].output.dense.bias->float_released());
+    m.to_bf16_weights(ef::FloatWeights::release);  // again: nothing left to do
+  });
+  check_out(held, b.at("logits"), name + ": bf16 weights held alone");
+  const auto reference = fp32.to_vector(), rounded = kept.to_vector();
+  double scale = 0, moved = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    scale = std::max(scale, std::abs(double(reference[i])));
+    moved = std::max(moved, std::abs(double(rounded[i]) - double(reference[i])));
+  }
+  if (std::getenv("EIGENFORMER_REPORT_ERRORS"))
+    std::cout << "[bf16 weights] " << name << ": logits moved by up to " << moved << " (max |logit| " << scale << ")\n";
+  CHECK(moved <= 0.05 * scale);
+  CHECK(moved >= 10 * bert_atol);
+
+  // Training, saving and packing need the float values, and say so.
+  Model m(config_of(c), models::no_init);
+  load_params(m, c);
+  m.to_bf16_weights(ef::FloatWeights::release);
+  m.train();
+  CHECK_THROWS_WITH_AS(m.forward(input(c, "input_ids")), doctest::Contains("held only as bfloat16"), std::logic_error);
+  m.eval();
+  CHECK_THROWS_WITH_AS(ef::io::state_dict(m), doctest::Contains("\"bert.embeddings.word_embeddings.weight\""),
+                       ef::io::checkpoint_error);
+  CHECK_THROWS_WITH_AS(m.pack_weights(), doctest::Contains("held only as bfloat16"), std::logic_error);
+  CHECK(std::isnan(m.bert.encoder.layer[0].intermediate.dense.weight.data(0, 0)));  // never a plausible weight
+}
+
+}  // namespace
+
+// bfloat16 weights (to_bf16_weights) against the "bert" cases of tests/data/bf16.json: PyTorch's run of the
+// bert_mlm and bert_seqcls models above with every Linear weight and the word embeddings rounded to bfloat16,
+// float32 arithmetic. Our models then compute with exactly those weights, so this file's float tolerances
+// apply unchanged -- with FloatWeights::keep (products read the rounded float weights, or their packed
+// copies), and with FloatWeights::release (the float weights freed; many-row products widen the bfloat16
+// copies block by block, the lookup widens rows). Against the float model: each weight moves by at most 2^-9
+// of itself, and about 15 products lie on the way to a logit (6 a layer, the embeddings and the head's one or
+// two), so to first order the logits move by at most 15 x 2^-9 = 2.9% of their scale (max |logit|); checked at
+// 5%, and at least 10x the float tolerance, or the rounding did not happen.
+TEST_CASE("BERT with bfloat16 weights gives PyTorch's logits for the rounded model, kept or held alone (fixture)") {
+  static const json file = load_fixture("bf16.json");
+  std::size_t cases = 0;
+  for (const auto& b : file.at("cases")) {
+    if (b.at("kind") != "bert") continue;
+    INFO(b.at("name").get<std::string>());
+    if (b.at("model") == "bert_mlm") check_bf16_bert<models::BertForMaskedLM<float>>(b);
+    else check_bf16_bert<models::BertForSequenceClassification<float>>(b);
+    ++cases;
+  }
+  check_ran(cases, 2, "bert cases of bf16.json");
 }

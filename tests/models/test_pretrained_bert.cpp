@@ -256,11 +256,6 @@ TEST_CASE("bert_from_pretrained: missing, misnamed and misshapen tensors name th
   const std::string file = (dir / "model.safetensors").string();
   const std::string t = "bert.encoder.layer.1.attention.self.key.weight";
 
-  // bfloat16 weight storage is GPT-2's only: asked of BERT, it says so rather than loading float weights.
-  CHECK_THROWS_WITH_AS((void)models::bert_from_pretrained<models::BertForSequenceClassification<float>>(
-                           cls_dir, {.bf16_weights = true}),
-                       doctest::Contains("GPT-2 only"), std::invalid_argument);
-
   auto missing = original;
   missing.erase(t);
   write_dir(dir, cls_dir, missing);
@@ -402,4 +397,69 @@ TEST_CASE("PretrainedBert: the model with vocab.txt and tokenizer_config.json's 
   CHECK(models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()).tokenizer.do_lower_case());
   fs::remove(dir / "vocab.txt");
   CHECK_THROWS_EXACTLY((void)models::PretrainedBert<models::BertModel<float>>::from_pretrained(dir.path()), ef::tokenizers::vocab_error);
+}
+
+// PretrainedOptions::bf16_weights for BERT: every Linear weight and the word embeddings converted to bfloat16 as
+// they are read and their float values freed; a head the file lacks (the classifier of a pre-trained
+// checkpoint) is drawn, then converted. The result must be the model that a float load followed by
+// to_bf16_weights(FloatWeights::release) gives: the same bfloat16 bits in every copy, the same float values
+// elsewhere, and so the same logits bit for bit (the same products over the same copies); and within the
+// float tolerance of the model that keeps its rounded float weights (another summation order).
+TEST_CASE_TEMPLATE("bert_from_pretrained: bf16_weights converts each weight as it is read, to the model to_bf16_weights makes",
+                   Model, models::BertForMaskedLM<float>, models::BertForSequenceClassification<float>) {
+  for (const auto& dir : {mlm_dir, cls_dir}) {
+    INFO(dir.filename().string());
+    ef::manual_seed(5);  // a head the file lacks is drawn from the current generator
+    auto held = models::bert_from_pretrained<Model>(dir, {.bf16_weights = true});
+    ef::manual_seed(5);
+    auto released = models::bert_from_pretrained<Model>(dir);
+    released.to_bf16_weights(ef::FloatWeights::release);
+    ef::manual_seed(5);
+    auto kept = models::bert_from_pretrained<Model>(dir);
+    kept.to_bf16_weights(ef::FloatWeights::keep);
+    CHECK_FALSE(held.is_training());
+    const auto held_modules = held.named_modules(), released_modules = released.named_modules();
+    REQUIRE(held_modules.size() == released_modules.size());
+    std::size_t copies = 0;
+    for (std::size_t i = 0; i < held_modules.size(); ++i) {
+      const ef::Bf16Matrix *a = nullptr, *b = nullptr;
+      if (auto* l = dynamic_cast<ef::nn::Linear<float>*>(held_modules[i].second)) {
+        a = l->bf16_weight();
+        b = dynamic_cast<ef::nn::Linear<float>*>(released_modules[i].second)->bf16_weight();
+        CHECK(l->weight.float_released());
+      } else if (auto* e = dynamic_cast<ef::nn::Embedding<float>*>(held_modules[i].second)) {
+        a = e->bf16_weight();
+        b = dynamic_cast<ef::nn::Embedding<float>*>(released_modules[i].second)->bf16_weight();
+        if (!held_modules[i].first.ends_with("word_embeddings")) {
+          CHECK(a == nullptr);  // positions and token types stay float
+          continue;
+        }
+      } else {
+        continue;
+      }
+      INFO(held_modules[i].first);
+      REQUIRE((a != nullptr && b != nullptr));
+      REQUIRE((a->rows() == b->rows() && a->cols() == b->cols() && a->col_major() == b->col_major()));
+      std::size_t differ = 0;
+      for (index_t r = 0; r < a->rows(); ++r)
+        for (index_t c = 0; c < a->cols(); ++c) differ += a->bits(r, c) != b->bits(r, c);
+      CHECK(differ == 0);
+      ++copies;
+    }
+    // The word embeddings, 6 Linears a layer, and the head's: the pooler and the classifier, or the transform.
+    check_ran(copies, 1 + 6 * std::size_t(held.config().num_hidden_layers) + (std::is_same_v<Model, models::BertForMaskedLM<float>> ? 1 : 2),
+              "bfloat16 copies");
+    const auto held_params = held.named_parameters(), kept_params = kept.named_parameters();
+    REQUIRE(held_params.size() == kept_params.size());
+    for (std::size_t i = 0; i < held_params.size(); ++i)
+      if (!held_params[i].state->float_released) CHECK(held_params[i].data.to_vector() == kept_params[i].data.to_vector());
+
+    const auto& c = hf_bert_case("classify");  // a padded batch
+    const auto ids = to_tensor<std::int64_t, 2>(c.at("ids")), mask = to_tensor<std::int64_t, 2>(c.at("attention_mask"));
+    const auto logits = held.forward(ids, mask);
+    CHECK(logits.to_vector() == released.forward(ids, mask).to_vector());
+    check_tensors_close(logits, kept.forward(ids, mask), 1e-5, 1e-5, "bf16_weights against to_bf16_weights(keep)");
+  }
+  CHECK_THROWS_WITH_AS((void)models::bert_from_pretrained<models::BertForSequenceClassification<double>>(cls_dir, {.bf16_weights = true}),
+                       doctest::Contains("bf16_weights needs a float model"), std::invalid_argument);
 }

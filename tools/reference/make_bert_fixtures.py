@@ -91,13 +91,17 @@ Output 2: two model directories laid out as people download them, plus what the 
                    layer's attention probabilities (1, NH, T, T) of the first sentence in the padded batch
                    (Hugging Face's output_attentions; its padded keys get 0).
       "embed"      model_dir (the MLM directory, its pooler), text, "ids" (1, T), "pooler_output" (1, 12).
-    bert_tiny_cli_expected/fill_mask.txt and classify.txt hold the two stdout texts.
+    bert_tiny_cli_expected/fill_mask.txt and classify.txt hold the two stdout texts; fill_mask_bf16.txt and
+    classify_bf16.txt the same with every Linear weight and the word embeddings rounded to bfloat16 (float32
+    arithmetic: what `bert --dtype bf16` computes), their top probabilities more than 1e-5 apart (asserted)
+    but not searched for the margin below, so a 6th decimal there may differ by one.
     Every printed probability is at least MARGIN from a rounding boundary of its 6th decimal, and the top
     probabilities (including the 6th) differ by more than 1e-5; the parameter seeds of the two directories are
     the first ones from a fixed start that satisfy this (asserted), so float rounding in another
     implementation cannot change the printed text.
 
-Design notes: ATEN_CPU_CAPABILITY=default and one thread (the bytes do not depend on the CPU); the
+Design notes: ATEN_CPU_CAPABILITY=default, OPENBLAS_CORETYPE=Prescott and one thread (the bytes do not depend
+on the CPU); the
 safetensors writer is make_safetensors_fixtures.py's (the reference writer's layout). Every run writes the
 same bytes.
 """
@@ -106,6 +110,9 @@ import os
 import sys
 
 os.environ["ATEN_CPU_CAPABILITY"] = "default"
+# OpenBLAS picks its GEMM kernel by CPU (OPENBLAS_CORETYPE overrides it), and the kernels differ in the last
+# bits; the committed files were written with its baseline kernel, which every x86-64 CPU runs.
+os.environ["OPENBLAS_CORETYPE"] = "Prescott"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import json  # noqa: E402
@@ -651,6 +658,18 @@ def write_dir(d, cfg_json, tensors):
     write_text(os.path.join(d, "tokenizer_config.json"), json.dumps({"do_lower_case": True}, indent=2) + "\n")
 
 
+def round_weights_to_bf16(model):
+    """Every Linear weight and the word embeddings rounded to bfloat16 and back to float32, in place: the
+    weights eigenformer's to_bf16_weights computes with (biases, LayerNorm, position and token-type embeddings
+    stay float32)."""
+    weights = [model.bert.embeddings.word_embeddings.weight]
+    weights += [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    with torch.no_grad():
+        for w in weights:
+            w.copy_(w.to(torch.bfloat16).float())
+    return model
+
+
 def safe_print(p):
     """p is at least MARGIN away from every rounding boundary of "%.6f"."""
     x = p * 1e6
@@ -753,13 +772,28 @@ def hf_dirs(out):
     clf_again.load_state_dict(read_safetensors(os.path.join(cls_dir, "model.safetensors")))
     assert all(torch.equal(p, dict(clf.named_parameters())[k]) for k, p in clf_again.named_parameters())
 
-    fill_stdout = "".join("%d\t%.6f\t%s\n" % (int(i), float(v), VOCAB[int(i)]) for v, i in zip(vals, idx))
-    classify_stdout = "\n".join("".join("%s\t%.6f\n" % (cls_labels[j], float(c_probs[r, j])) for j in range(2))
-                                for r in range(len(texts)))
+    def fill_text_of(vals, idx):
+        return "".join("%d\t%.6f\t%s\n" % (int(i), float(v), VOCAB[int(i)]) for v, i in zip(vals, idx))
+
+    def classify_text_of(probs):
+        return "\n".join("".join("%s\t%.6f\n" % (cls_labels[j], float(probs[r, j])) for j in range(2))
+                         for r in range(len(texts)))
+
+    fill_stdout = fill_text_of(vals, idx)
+    classify_stdout = classify_text_of(c_probs)
     expected = os.path.join(out, "bert_tiny_cli_expected")
     os.makedirs(expected, exist_ok=True)
     write_text(os.path.join(expected, "fill_mask.txt"), fill_stdout)
     write_text(os.path.join(expected, "classify.txt"), classify_stdout)
+    # `bert --dtype bf16`: the same directories with the weights rounded as the C++ side rounds them.
+    # A printed digit may flip here (the margin is not asserted), so the smoke test allows one unit in the 6th
+    # decimal; the order of the top probabilities is asserted.
+    _, _, _, bf16_fill_probs, bf16_vals, bf16_idx = fill_mask(round_weights_to_bf16(mlm), tok, fill_text, top_k)
+    _, _, _, _, _, bf16_probs = classify(round_weights_to_bf16(clf), tok, texts)
+    top = torch.topk(bf16_fill_probs, top_k + 1).values
+    assert all(float(top[i] - top[i + 1]) > TOP_GAP for i in range(top_k)), top
+    write_text(os.path.join(expected, "fill_mask_bf16.txt"), fill_text_of(bf16_vals, bf16_idx))
+    write_text(os.path.join(expected, "classify_bf16.txt"), classify_text_of(bf16_probs))
 
     cases = [
         {"name": "fill_mask", "model_dir": "bert_tiny_mlm_hf", "param_seed": mlm_seed, "text": fill_text,

@@ -12,6 +12,11 @@ Cases (field "kind"):
     16-bit integers). The patterns cover ties to even in both directions, values a unit below and above a
     tie, rounding that carries into the exponent, the largest finite floats (which round to inf), +-inf,
     +-0, subnormals (ties among them too), NaNs with several payloads and both signs, and random patterns.
+  * "bert": the tiny BERT models of make_bert_fixtures.py ("model": the name of the case in bert_tiny.json
+    whose parameters and inputs are used: "bert_mlm", "bert_seqcls") with every Linear weight and the word
+    embeddings rounded to bfloat16 and back (biases, LayerNorm, position and token-type embeddings stay
+    float32), which is what the BERT models' to_bf16_weights computes with: "logits", their eval logits on
+    that case's inputs (padding included), and "fp32_logits", the float32 model's, for the size of the change.
   * "gpt2": the tiny GPT-2 of make_gpt2_fixtures.py (same parameters, ids and prompts, eigenformer's
     tests/data/gpt2_tiny.json) with every Conv1D weight and wte rounded to bfloat16 and back to float32
     (p.to(torch.bfloat16).float(): weight-only rounding, float32 arithmetic), which is what
@@ -24,8 +29,9 @@ Design notes:
     PyTorch 1.13 writes 0xFFFF for every NaN, while its scalar kernels (ATEN_CPU_CAPABILITY=default, or a
     0-dim tensor) write 0x7FC0. eigenformer follows the former, what converting a weight tensor gives. The
     script refuses to write the file if a NaN converts to anything else (the scalar kernels ran).
-  * The "gpt2" case is computed in a child process with ATEN_CPU_CAPABILITY=default and one thread, as
-    make_gpt2_fixtures.py computes gpt2_tiny.json, so its bytes do not depend on the CPU.
+  * The "gpt2" and "bert" cases are computed in a child process with ATEN_CPU_CAPABILITY=default and one
+    thread, as make_gpt2_fixtures.py and make_bert_fixtures.py compute theirs, so their bytes do not depend
+    on the CPU.
   * Every run writes the same bytes.
 """
 
@@ -36,7 +42,8 @@ import subprocess
 import sys
 
 GPT2_CHILD = "--gpt2-child" in sys.argv[1:]
-if GPT2_CHILD:
+BERT_CHILD = "--bert-child" in sys.argv[1:]
+if GPT2_CHILD or BERT_CHILD:
     os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -105,9 +112,41 @@ def gpt2_child():
                       "prompt": enc(prompts), "max_new_tokens": 8, "out": enc(greedy)}, sort_keys=True))
 
 
+def bert_child():
+    """Prints the "bert" cases as a JSON list (run with ATEN_CPU_CAPABILITY=default)."""
+    sys.path.insert(0, HERE)
+    import make_bert_fixtures as ref  # noqa: E402
+
+    torch.set_num_threads(1)
+    cls_cfg = ref.config(hidden_act="gelu_new", num_labels=3, id2label={"0": "negative", "1": "neutral", "2": "positive"},
+                         label2id={"negative": 0, "neutral": 1, "positive": 2})
+    # The parameter seeds and rows of make_bert_fixtures.bert_mlm_case and its "bert_seqcls" case.
+    setups = [
+        ("bert_mlm", ref.BertForMaskedLM(ref.config()), 3201,
+         [ref.ids_of("[CLS] the capital of [MASK] is paris [SEP]"), ref.ids_of("[CLS] [MASK] good [MASK] [SEP]")]),
+        ("bert_seqcls", ref.BertForSequenceClassification(cls_cfg), 3301,
+         [ref.ids_of("[CLS] a great movie ! [SEP]"), ref.ids_of("[CLS] terrible plot . [SEP]"),
+          ref.ids_of("[CLS] it [SEP]")]),
+    ]
+    cases = []
+    for name, model, seed, rows in setups:
+        ref.test_parameters(model, seed)
+        model.eval()
+        ids, mask, types, _ = ref.batch(rows)
+        with torch.no_grad():
+            fp32 = model(ids, mask, types)
+            logits = ref.round_weights_to_bf16(model)(ids, mask, types)
+        cases.append({"name": name + "_bf16", "kind": "bert", "model": name, "logits": enc(logits),
+                      "fp32_logits": enc(fp32)})
+    print(json.dumps(cases, sort_keys=True))
+
+
 def main(argv=None):
     if GPT2_CHILD:
         gpt2_child()
+        return 0
+    if BERT_CHILD:
+        bert_child()
         return 0
     out_dir = output_dir(__doc__, argv)
     torch.set_num_threads(1)
@@ -118,6 +157,11 @@ def main(argv=None):
     child = subprocess.run([sys.executable, os.path.abspath(__file__), "--gpt2-child"], check=True,
                            capture_output=True, text=True, env=dict(os.environ, ATEN_CPU_CAPABILITY="default"))
     cases.append(json.loads(child.stdout))
+    # make_bert_fixtures.py's kernels (see there): OpenBLAS reads OPENBLAS_CORETYPE when torch loads it.
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--bert-child"], check=True,
+                           capture_output=True, text=True,
+                           env=dict(os.environ, ATEN_CPU_CAPABILITY="default", OPENBLAS_CORETYPE="Prescott"))
+    cases.extend(json.loads(child.stdout))
     write_budgeted(out_dir, "bf16.json", cases, 60_000, count_by="kind")
     return 0
 

@@ -45,6 +45,7 @@
 // Threads: an eval-mode or InferenceMode forward only reads the model, so one model serves many threads.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -69,7 +70,9 @@
 #include "eigenformer/nn/pack_weights.hpp"
 #include "eigenformer/random.hpp"
 #include "eigenformer/tensor.hpp"
+#include "eigenformer/tensor/allocator.hpp"
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/bf16.hpp"
 #include "eigenformer/train/losses.hpp"
 
 namespace eigenformer::models {
@@ -284,6 +287,10 @@ class BertSelfAttention : public nn::Module<T> {
   {
     const int biases = int(query.bias.has_value()) + int(key.bias.has_value()) + int(value.bias.has_value());
     if (biases % 3 != 0) return;
+    if (query.weight.float_released() || key.weight.float_released() || value.weight.float_released())
+      throw std::logic_error("BertSelfAttention.pack_weights: the query, key and value weights are held only as "
+                             "bfloat16 (to_bf16_weights with FloatWeights::release), so there are no float values to "
+                             "pack; their products already read the bfloat16 copies");
     qkv_packed_ = PackedMatrix::side_by_side(qkv_weights());
     if (qkv_packed_.empty()) return;
     query.unpack_weights();
@@ -293,6 +300,20 @@ class BertSelfAttention : public nn::Module<T> {
   // The side-by-side packed copy, or null before pack_weights() (or where there is no packed kernel:
   // backend::cpu_isa()).
   const PackedMatrix* packed_qkv_weight() const noexcept { return qkv_packed_.empty() ? nullptr : &qkv_packed_; }
+
+  // The three weights held as bfloat16 (nn::Linear::to_bf16_weights). The side-by-side packed copy, if any,
+  // is packed again from the rounded values (FloatWeights::keep) or dropped with the float weights
+  // (FloatWeights::release: every product then reads the bfloat16 copies).
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
+    query.to_bf16_weights(floats);
+    key.to_bf16_weights(floats);
+    value.to_bf16_weights(floats);
+    if (qkv_packed_.empty()) return;
+    if (floats == FloatWeights::release) qkv_packed_ = PackedMatrix();
+    else qkv_packed_ = PackedMatrix::side_by_side(qkv_weights());
+  }
 
   // dL/dx from dL/d(contexts); accumulates the three projections' gradients.
   Tensor<T, 3> backward(const Tensor<T, 3>& grad_output) {
@@ -361,6 +382,32 @@ inline void pack_weights(nn::Module<float>& root) {
     }
   });
   nn::pack_weights(root, packed_together);
+}
+
+// What the models' to_bf16_weights() do: each self-attention's query, key and value (with their side-by-side
+// packed copy), every other Linear and the word embeddings held as bfloat16; position and token-type
+// embeddings, biases and LayerNorm stay float. Released weights go back to the system after each layer, not
+// to the allocator's cache, so that the peak stays at the float model plus one layer's copy.
+inline void to_bf16_weights(nn::Module<float>& root, nn::Embedding<float>& word_embeddings, FloatWeights floats) {
+  const auto settle = [floats] {
+    if (floats == FloatWeights::release) release_cached_memory();
+  };
+  std::vector<const nn::Module<float>*> converted;
+  root.apply([&](nn::Module<float>& m) {
+    if (auto* attention = dynamic_cast<BertSelfAttention<float>*>(&m)) {
+      attention->to_bf16_weights(floats);
+      converted.insert(converted.end(), {&attention->query, &attention->key, &attention->value});
+      settle();
+    }
+  });
+  root.apply([&](nn::Module<float>& m) {
+    auto* linear = dynamic_cast<nn::Linear<float>*>(&m);
+    if (!linear || std::find(converted.begin(), converted.end(), linear) != converted.end()) return;
+    linear->to_bf16_weights(floats);
+    settle();
+  });
+  word_embeddings.to_bf16_weights(floats);
+  settle();
 }
 }  // namespace detail::bert
 
@@ -597,6 +644,18 @@ class BertModel : public nn::Module<T> {
   {
     detail::bert::pack_weights(*this);
   }
+  // bfloat16 weight storage for inference (tensor/bf16.hpp): every Linear weight and the word embeddings
+  // rounded to bfloat16, as model.to(torch.bfloat16) would round them, with bfloat16 copies that products
+  // read; the arithmetic stays float. Biases, LayerNorm, position and token-type embeddings stay float.
+  // FloatWeights::keep keeps the rounded float weights too (a snapshot: after changing the weights, call it
+  // again). FloatWeights::release frees them layer by layer as their copies are made, leaving about half the
+  // float model's memory; the model then serves inference only (training, state_dict, pack_weights refuse,
+  // saying why).
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
+    detail::bert::to_bf16_weights(*this, embeddings.word_embeddings, floats);
+  }
 
   std::string type_name() const override { return "BertModel"; }
   void register_members(nn::Members<T>& m) override {
@@ -798,6 +857,15 @@ class BertForMaskedLM : public nn::Module<T> {
     detail::bert::pack_weights(*this);
     cls.predictions.decoder.pack_weights(bert.embeddings.word_embeddings.weight.data);
   }
+  // bfloat16 weight storage, as BertModel::to_bf16_weights; the tied decoder reads the word embeddings'
+  // bfloat16 copy, shared, not copied.
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
+    auto& words = bert.embeddings.word_embeddings;
+    detail::bert::to_bf16_weights(*this, words, floats);
+    cls.predictions.decoder.use_bf16_weight(*words.bf16_weight(), words.weight.float_released() ? nullptr : &words.weight.data);
+  }
 
   std::string type_name() const override { return "BertForMaskedLM"; }
   void register_members(nn::Members<T>& m) override {
@@ -849,6 +917,12 @@ class BertForSequenceClassification : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     detail::bert::pack_weights(*this);
+  }
+  // bfloat16 weight storage, as BertModel::to_bf16_weights (the classifier's weight too).
+  void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
+    detail::bert::to_bf16_weights(*this, bert.embeddings.word_embeddings, floats);
   }
 
   std::string type_name() const override { return "BertForSequenceClassification"; }

@@ -63,11 +63,12 @@ struct PretrainedOptions {
   // Missing or unexpected tensors throw (listing them) when true; when false they are skipped and the
   // parameters not in the file keep their initial values (zero weights, LayerNorm 1 / 0).
   bool strict = true;
-  // GPT-2 only: hold the weight matrices (every Conv1D weight and the tied wte) only as bfloat16, as
-  // to_bf16_weights(FloatWeights::release) does (tensor/bf16.hpp), converting each as it is read, so that
-  // memory never holds the float model (the peak is about the bfloat16 model plus one float tensor, wte's
-  // 154 MB for GPT-2 small). The model then serves inference only. transformers' torch_dtype=torch.bfloat16,
-  // with float arithmetic.
+  // Hold the weight matrices (GPT-2: every Conv1D weight and the tied wte; BERT: every Linear weight and the
+  // word embeddings) only as bfloat16, as to_bf16_weights(FloatWeights::release) does (tensor/bf16.hpp),
+  // converting each as it is read, so that memory never holds the float model (the peak is about the
+  // bfloat16 model plus one float tensor, the token embeddings: 154 MB for GPT-2 small, 94 MB for
+  // bert-base-uncased). The model then serves inference only. transformers' torch_dtype=torch.bfloat16, with
+  // float arithmetic.
   bool bf16_weights = false;
   // (No generator: a model draws its dropout masks from eigenformer::current_generator() while it runs, so
   // training with a generator of one's own is a GeneratorGuard around the forward, not a loading option.)

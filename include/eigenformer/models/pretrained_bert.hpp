@@ -63,6 +63,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "eigenformer/io/detail/atomic_file.hpp"
@@ -381,9 +382,9 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
   namespace d = detail::pretrained_bert;
   constexpr bool is_mlm = std::is_same_v<Model, BertForMaskedLM<T>>;
   constexpr bool bare = std::is_same_v<Model, BertModel<T>>;  // our names have no "bert." prefix
-  if (options.bf16_weights)
-    throw std::invalid_argument("load_bert_state_dict: bf16_weights (bfloat16 weight storage) is implemented for "
-                                "GPT-2 only; load BERT with float weights");
+  if constexpr (!std::is_same_v<T, float>)
+    if (options.bf16_weights)
+      throw std::invalid_argument("load_bert_state_dict: bf16_weights needs a float model; this one holds double");
   BertLoadReport report;
   report.file = file.source();
   report.architecture = bert_architecture<Model>::name;
@@ -460,6 +461,23 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
   lo.strict = false;  // presence was checked above; load_state_dict checks shapes and dtypes
   lo.rename = key_of;
   lo.ignore = [](const std::string&) { return true; };
+  // bfloat16 storage: each weight matrix converted as soon as it is read (see PretrainedOptions::bf16_weights).
+  std::unordered_map<std::string, nn::Linear<T>*> linear_by_weight;
+  if constexpr (std::is_same_v<T, float>) {
+    if (options.bf16_weights) {
+      nn::Embedding<T>* words = nullptr;
+      if constexpr (bare) words = &model.embeddings.word_embeddings;
+      else words = &model.bert.embeddings.word_embeddings;
+      for (auto& [name, module] : model.named_modules())
+        if (auto* linear = dynamic_cast<nn::Linear<T>*>(module)) linear_by_weight.emplace(name + ".weight", linear);
+      const std::string words_name = bare ? "embeddings.word_embeddings.weight" : "bert.embeddings.word_embeddings.weight";
+      lo.loaded = [&linear_by_weight, words, words_name](const std::string& name) {
+        if (name == words_name) words->to_bf16_weights(FloatWeights::release);
+        else if (const auto found = linear_by_weight.find(name); found != linear_by_weight.end())
+          found->second->to_bf16_weights(FloatWeights::release);
+      };
+    }
+  }
   (void)io::load_state_dict(model, file, lo);
 
   // Heads the file lacks: Hugging Face's _init_weights.
@@ -475,6 +493,9 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
       else normal_(p.data, 0.0, range, gen);
     }
   }
+  // The weights the file lacked (a new classifier), the tied decoder and the side-by-side packed copies.
+  if constexpr (std::is_same_v<T, float>)
+    if (options.bf16_weights) model.to_bf16_weights(FloatWeights::release);
   report.newly_initialized = std::move(new_heads);
   if (!options.strict) {
     report.missing = std::move(missing_body);

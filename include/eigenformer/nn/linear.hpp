@@ -201,7 +201,9 @@ class Linear : public Module<T> {
     if (in_features <= 0 || out_features <= 0)
       throw std::invalid_argument("Linear: in_features and out_features must be positive, got " +
                                   std::to_string(in_features) + " and " + std::to_string(out_features));
-    weight = Parameter<T, 2>(zeros<T>(Shape<2>{out_features, in_features}));
+    // Memory is committed only as the weight is written (untouched_zeros): by a checkpoint's load, or by an
+    // initialisation rule, so that a model loaded as bfloat16 never holds all of its float weights at once.
+    weight = Parameter<T, 2>(eigenformer::detail::untouched_zeros<T>(Shape<2>{out_features, in_features}));
     if (bias) this->bias = Parameter<T, 1>(zeros<T>(Shape<1>{out_features}));
   }
 
