@@ -8,6 +8,9 @@
 //                                                    the packed kernel's order too: no repacking per forward)
 //   BM_bert_forward_padded/<batch>/<seq>/<threads>   the same with sequence i of the batch padded to
 //                                                    seq - 16 i real tokens (128, 112, ..., 16 at batch 8)
+//   BM_bert_forward_bf16/<batch>/<seq>/<threads>     the same as BM_bert_forward with the weight matrices held
+//                                                    only as bfloat16 (to_bf16_weights(FloatWeights::release):
+//                                                    `bert --dtype bf16`), widened to float block by block
 // Every case sets its own thread count (the last part of its name) and restores the process setting after
 // it, as the twins do, so one run compares 1 and 2 threads.
 //
@@ -70,7 +73,15 @@ ef::models::BertModel<float> make_bert_base() {
   return m;
 }
 
-ef::models::BertModel<float>& bert_base(bool packed) {
+ef::models::BertModel<float>& bert_base(bool packed, bool bf16 = false) {
+  if (bf16) {
+    static ef::models::BertModel<float> model = [] {
+      auto m = make_bert_base();
+      m.to_bf16_weights(ef::FloatWeights::release);
+      return m;
+    }();
+    return model;
+  }
   if (packed) {
     static ef::models::BertModel<float> model = [] {
       auto m = make_bert_base();
@@ -102,10 +113,10 @@ ef::Tensor<std::int64_t, 2> attention_mask(ef::index_t b, ef::index_t t, bool pa
   return mask;
 }
 
-void run_forward(benchmark::State& state, bool padded, bool packed = false) {
+void run_forward(benchmark::State& state, bool padded, bool packed = false, bool bf16 = false) {
   const bench::Threads threads(state.range(2));
   const ef::InferenceMode inference;
-  auto& model = bert_base(packed);
+  auto& model = bert_base(packed, bf16);
   const ef::index_t b = state.range(0), t = state.range(1);
   const auto ids = token_ids(b, t);
   const std::optional<ef::Tensor<std::int64_t, 2>> mask = attention_mask(b, t, padded);
@@ -125,6 +136,12 @@ BENCHMARK(BM_bert_forward)
 
 void BM_bert_forward_packed(benchmark::State& state) { run_forward(state, false, true); }
 BENCHMARK(BM_bert_forward_packed)
+    ->ArgsProduct({{1, 8}, {128}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_bert_forward_bf16(benchmark::State& state) { run_forward(state, false, false, true); }
+BENCHMARK(BM_bert_forward_bf16)
     ->ArgsProduct({{1, 8}, {128}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -206,7 +206,14 @@ int fill_mask(const Options& o) {
 
   auto input = eigenformer::Tensor<std::int64_t, 2>::empty({1, static_cast<index_t>(ids.size())});
   std::copy(ids.begin(), ids.end(), input.data());
-  const auto logits = bert.model.forward(input).select(0, 0).select(0, static_cast<index_t>(mask_at)).contiguous();
+  // The head at the [MASK] position alone: over every position it would multiply each by the (V, C) word
+  // embeddings (a quarter of bert-base's arithmetic at 128 tokens) and hold (T, V) logits (15.6 MB) for one row.
+  const auto& model = bert.model;
+  const auto hidden = model.bert.forward(input).last_hidden_state.narrow(1, static_cast<index_t>(mask_at), 1).contiguous();
+  const auto logits = model.cls.predictions.forward(hidden, model.bert.embeddings.word_embeddings.weight.data)
+                          .select(0, 0)
+                          .select(0, 0)
+                          .contiguous();
   if (!o.svg.empty()) write_attention_svg(bert.model.bert, tok, ids, o.text, o.svg);
   const index_t vocab = logits.shape()[0];
   const auto p = softmax(logits.data(), vocab);
