@@ -17,6 +17,7 @@
 #include <eigenformer/models/pretrained.hpp>
 
 #include "io/io_test_support.hpp"
+#include "support/bf16.hpp"
 #include "support/cases.hpp"
 #include "support/errors.hpp"
 #include "support/gradcheck.hpp"
@@ -373,13 +374,7 @@ TEST_CASE("gpt2_from_pretrained: bf16_weights converts each weight as it is read
   CHECK_FALSE(held.is_training());
   std::size_t copies = 0;
   const auto same_bits = [&](const ef::Bf16Matrix* a, const ef::Bf16Matrix* b, const std::string& what) {
-    INFO(what);
-    REQUIRE((a != nullptr && b != nullptr));
-    REQUIRE((a->rows() == b->rows() && a->cols() == b->cols() && a->col_major() == b->col_major()));
-    std::size_t differ = 0;
-    for (index_t i = 0; i < a->rows(); ++i)
-      for (index_t j = 0; j < a->cols(); ++j) differ += a->bits(i, j) != b->bits(i, j);
-    CHECK(differ == 0);
+    check_same_bf16_bits(a, b, what);
     ++copies;
   };
   same_bits(held.transformer.wte.bf16_weight(), kept.transformer.wte.bf16_weight(), "wte");

@@ -15,6 +15,7 @@
 #include <eigenformer/models/pretrained_bert_tokenizer.hpp>
 
 #include "io/io_test_support.hpp"
+#include "support/bf16.hpp"
 #include "support/errors.hpp"
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
@@ -437,13 +438,7 @@ TEST_CASE_TEMPLATE("bert_from_pretrained: bf16_weights converts each weight as i
       } else {
         continue;
       }
-      INFO(held_modules[i].first);
-      REQUIRE((a != nullptr && b != nullptr));
-      REQUIRE((a->rows() == b->rows() && a->cols() == b->cols() && a->col_major() == b->col_major()));
-      std::size_t differ = 0;
-      for (index_t r = 0; r < a->rows(); ++r)
-        for (index_t c = 0; c < a->cols(); ++c) differ += a->bits(r, c) != b->bits(r, c);
-      CHECK(differ == 0);
+      check_same_bf16_bits(a, b, held_modules[i].first);
       ++copies;
     }
     // The word embeddings, 6 Linears a layer, and the head's: the pooler and the classifier, or the transform.

@@ -34,12 +34,11 @@ import json
 import math
 import os
 import shutil
-import struct
 import sys
 
 import torch
 
-from make_safetensors_fixtures import header_bytes, raw_bytes
+from make_safetensors_fixtures import write_streamed_f32
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -111,35 +110,6 @@ def copy_tokenizer(vocab_dir, out):
                      % vocab_dir)
 
 
-def write_safetensors(path, specs, seed):
-    # Offsets come from the shapes alone, so the header is written first and each tensor is made, written
-    # and dropped in turn: the script's memory stays at one tensor (wte, 154 MB), not the whole file.
-    header = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, shape, _ in specs:
-        size = 4 * math.prod(shape)
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    h = header_bytes(header)
-    gen = torch.Generator()
-    gen.manual_seed(seed)
-    temp = path + ".tmp-%d" % os.getpid()
-    try:
-        with open(temp, "wb") as f:
-            f.write(struct.pack("<Q", len(h)) + h)
-            for name, shape, kind in specs:
-                b = raw_bytes(make_tensor(shape, kind, gen))
-                assert len(b) == header[name]["data_offsets"][1] - header[name]["data_offsets"][0], name
-                f.write(b)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
-    return 8 + len(h) + offset
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("out", help="output directory (outside the repository; ~550 MB)")
@@ -157,7 +127,7 @@ def main(argv=None):
     tokenizer = copy_tokenizer(args.vocab_dir, out)
 
     specs = tensor_specs(not args.no_mask_buffers)
-    size = write_safetensors(os.path.join(out, "model.safetensors"), specs, args.seed)
+    size = write_streamed_f32(os.path.join(out, "model.safetensors"), specs, make_tensor, args.seed)
     with open(os.path.join(out, "config.json"), "w", encoding="utf-8", newline="\n") as f:
         f.write(json.dumps(hf_config(), indent=2, sort_keys=True) + "\n")
 

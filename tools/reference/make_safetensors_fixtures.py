@@ -25,6 +25,7 @@ Every run writes the same bytes (fixed seeds, no timestamps).
 
 import argparse
 import json
+import math
 import os
 import struct
 
@@ -68,6 +69,38 @@ def file_bytes(header, data=b""):
 def write(path, content):
     with open(path, "wb") as f:
         f.write(content)
+
+
+def write_streamed_f32(path, specs, make_tensor, seed):
+    """A safetensors file of F32 tensors written one at a time, for models too large to hold twice: `specs`
+    is [(name, shape, kind)] in the file's order, make_tensor(shape, kind, generator) makes each from a
+    torch.Generator seeded with `seed`. Offsets come from the shapes alone, so the header goes first and each
+    tensor is made, written and dropped in turn. Written under a temporary name and renamed when complete,
+    so an interrupted run leaves no half-written file. Returns the file's size in bytes."""
+    header = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, shape, _ in specs:
+        size = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    h = header_bytes(header)
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    temp = path + ".tmp-%d" % os.getpid()
+    try:
+        with open(temp, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h)
+            for name, shape, kind in specs:
+                b = raw_bytes(make_tensor(shape, kind, gen))
+                assert len(b) == header[name]["data_offsets"][1] - header[name]["data_offsets"][0], name
+                f.write(b)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+    return 8 + len(h) + offset
 
 
 def half_patterns(exponent_bits, mantissa_bits, mantissas, exponents=None):

@@ -43,6 +43,10 @@
 // named_parameters() order, from the generator given to the constructor.
 //
 // Threads: an eval-mode or InferenceMode forward only reads the model, so one model serves many threads.
+//
+// Weights for inference (each model's methods): pack_weights() keeps every weight matrix also in the packed
+// kernel's order (q | k | v side by side); to_bf16_weights() holds the Linear weights and the word embeddings
+// as bfloat16 (tensor/bf16.hpp), beside the float ones or, with FloatWeights::release, instead of them.
 #pragma once
 
 #include <algorithm>
