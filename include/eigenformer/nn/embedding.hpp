@@ -110,7 +110,8 @@ class Embedding : public Module<T> {
     requires std::is_same_v<T, float>
   {
     if (weight.float_released()) return;
-    round_to_bf16_(weight.data);
+    // A table about to be freed needs no rounding in place: the copy rounds as it converts.
+    if (floats == FloatWeights::keep) round_to_bf16_(weight.data);
     weight_bf16_ = Bf16Matrix(weight.data.t());
     if (floats == FloatWeights::release) weight.release_float_();
   }

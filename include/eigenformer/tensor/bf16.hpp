@@ -58,12 +58,24 @@ class Bf16Matrix {
     col_major_ = info.layout == detail::matrix_layout::col_major && rows_ > 1;
     const auto dense = col_major_ ? m.t().contiguous() : m.contiguous();  // (cols, rows) or (rows, cols)
     const index_t stored = col_major_ ? m.numel() : rows_ * padded_cols();
-    data_ = std::shared_ptr<std::uint16_t[]>(new std::uint16_t[static_cast<std::size_t>(std::max<index_t>(stored, 1))]());
+    const auto size = static_cast<std::size_t>(std::max<index_t>(stored, 1));
+    // Column-major storage is written whole; panels are zeroed first for their padding columns. On the pool:
+    // converting is most of what loading a model as bfloat16 adds to loading it as float.
+    data_ = eigenformer::detail::allocate<std::uint16_t>(static_cast<index_t>(size));
+    std::uint16_t* out = data_.get();
+    if (size * sizeof(std::uint16_t) >= eigenformer::detail::huge_page_min_block_bytes)
+      eigenformer::detail::advise_huge_pages(out, size * sizeof(std::uint16_t));
+    if (!col_major_) std::fill(out, out + size, std::uint16_t{0});
+    const float* in = dense.data();
     if (col_major_) {
-      for (index_t i = 0; i < m.numel(); ++i) data_[i] = bf16_bits_from_float(dense.data()[i]);
+      backend::parallel_for(m.numel(), 65536, [&](index_t begin, index_t end) {
+        for (index_t i = begin; i < end; ++i) out[i] = bf16_bits_from_float(in[i]);
+      });
     } else {
-      for (index_t i = 0; i < rows_; ++i)
-        for (index_t j = 0; j < cols_; ++j) data_[offset(i, j)] = bf16_bits_from_float(dense.data()[i * cols_ + j]);
+      backend::parallel_for(rows_, std::max<index_t>(1, 65536 / std::max<index_t>(cols_, 1)), [&](index_t begin, index_t end) {
+        for (index_t i = begin; i < end; ++i)
+          for (index_t j = 0; j < cols_; ++j) out[offset(i, j)] = bf16_bits_from_float(in[i * cols_ + j]);
+      });
     }
   }
 

@@ -60,6 +60,8 @@ std::shared_ptr<T[]> allocate_zeroed(index_t n) {
   // calloc multiplies count by size itself, refusing a product that overflows.
   void* raw = std::calloc(static_cast<std::size_t>(n) + tensor_alignment / sizeof(T) + 1, sizeof(T));
   if (raw == nullptr) throw std::bad_alloc();
+  if (static_cast<std::size_t>(n) * sizeof(T) >= huge_page_min_block_bytes)
+    advise_huge_pages(raw, static_cast<std::size_t>(n) * sizeof(T));
   const auto address = (reinterpret_cast<std::uintptr_t>(raw) + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
   return std::shared_ptr<T[]>(reinterpret_cast<T*>(address), [raw](T*) { std::free(raw); });
 }
