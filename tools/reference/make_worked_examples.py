@@ -40,6 +40,10 @@ import os
 import sys
 
 os.environ.pop("ATEN_CPU_CAPABILITY", None)  # native kernels, see above
+# OpenBLAS picks its GEMM kernel by CPU (OPENBLAS_CORETYPE overrides it), and the kernels differ in the last
+# bits. Of Prescott, Sandybridge, Haswell and SkylakeX, run on an AMD Zen 5, Sandybridge's writes the
+# committed file's bytes.
+os.environ["OPENBLAS_CORETYPE"] = "Sandybridge"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import json  # noqa: E402
