@@ -56,9 +56,10 @@ class TiedLMHead : public nn::Module<T> {
 
   // Reads the embedding's bfloat16 copy of the tied table (nn::Embedding::bf16_weight(), (C, V), shared, not
   // copied) for products of a few rows (decoding; tensor/bf16.hpp), and for every product once the embedding
-  // has released its float table. A snapshot: call again after the table changes. `weight`: the tied float table (V, C) when the embedding keeps it (FloatWeights::keep;
-  // the packed copy, if any, is then made again from its rounded values), null when the embedding released
-  // it (every product then reads the bfloat16 copy and the packed copy is dropped).
+  // has released its float table. A snapshot: call again after the table changes. `weight`: the tied float
+  // table (V, C) when the embedding keeps it (FloatWeights::keep; the packed copy, if any, is then made again
+  // from its rounded values), null when the embedding released it (every product then reads the bfloat16
+  // copy and the packed copy is dropped).
   void use_bf16_weight(const Bf16Matrix& weight_t, const Tensor<float, 2>* weight)
     requires std::is_same_v<T, float>
   {

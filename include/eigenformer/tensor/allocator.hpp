@@ -84,7 +84,7 @@ inline constexpr std::size_t huge_page_min_block_bytes = std::size_t{4} << 20;
 // Bf16Matrix): a load page-faults them in, one fault per 4 KiB page, and on the VMs we measure on a fault
 // costs ~15 us: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages once the
 // kernel had some (114 ms the first time); loading GPT-2 small and running one token took 0.7-1.3 s instead
-// of 1.8-2.8 s. Not for activations: the allocator's cache faults those in once per process anyway, and a
+// of 1.9-3.1 s. Not for activations: the allocator's cache faults those in once per process anyway, and a
 // huge page commits the whole 2 MiB where a block's tail (its size class rounds up) would stay untouched.
 inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
