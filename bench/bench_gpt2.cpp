@@ -154,6 +154,12 @@ BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 void BM_gpt2_forward_packed(benchmark::State& state) { run_forward(state, gpt2_small_packed()); }
 BENCHMARK(BM_gpt2_forward_packed)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 
+// The same with the weights held only as bfloat16 (gpt2 --dtype bf16): a prompt's forward, every product of
+// 128 rows widening its weight a group of columns at a time. No PyTorch twin (its bfloat16 products are not
+// this); it compares the library's two ways of holding the weights.
+void BM_gpt2_forward_bf16(benchmark::State& state) { run_forward(state, gpt2_small_bf16()); }
+BENCHMARK(BM_gpt2_forward_bf16)->Arg(128)->Unit(benchmark::kMillisecond);
+
 void decode_step(benchmark::State& state, const ef::models::GPT2LMHeadModel<float>& model) {
   auto cache = model.make_cache(1, 129);
   const auto prompt = token_ids(128);

@@ -4,6 +4,7 @@
 #include <eigenformer/nn/conv1d.hpp>
 #include <eigenformer/nn/linear.hpp>
 
+#include "support/cases.hpp"
 #include "support/fixtures.hpp"
 #include "support/gradcheck.hpp"
 #include "support/naive.hpp"
@@ -152,10 +153,12 @@ TEST_CASE("Linear: a frozen weight gets no gradient, the bias and the input stil
 }
 
 // A Linear holding its weight only as bfloat16 (to_bf16_weights(FloatWeights::release)) computes what the same
-// layer with its rounded float weight kept computes: 1 row through the same streamed copy (bit for bit), 6 rows
-// widened block by block, also written into a column block of a wider output (dense_product_into, BERT's
-// q | k | v). Tolerance for the many-row products: 1e-6 relative + 1e-6 absolute, float sums of 40 O(1) terms
-// in another order. In training mode the forward refuses, as does pack_weights.
+// layer with its rounded float weight kept computes: 1 row through the same streamed copy (bit for bit), 6 and
+// 40 rows widened, also written into a column block of a wider output (dense_product_into, BERT's q | k | v)
+// with nothing written either side of it. 40 rows take the packed kernel where this CPU has one: the weight
+// widened into its panels gives the float product's bits. Otherwise (6 rows; Eigen) tolerance 1e-6 relative +
+// 1e-6 absolute, float sums of 40 O(1) terms in another order. In training mode the forward refuses, as does
+// pack_weights.
 TEST_CASE("Linear: a weight held only as bfloat16 computes the rounded layer, and training refuses it") {
   ef::manual_seed(5);
   ef::nn::Linear<float> kept(40, 70), held(40, 70);
@@ -170,18 +173,28 @@ TEST_CASE("Linear: a weight held only as bfloat16 computes the rounded layer, an
   REQUIRE(held.bf16_weight() != nullptr);
   const auto one = ef::randn<float>({1, 40});
   CHECK(held.forward(one).to_vector() == kept.forward(one).to_vector());
+  std::size_t ran = 0;
+  for (const index_t rows : {6, 40}) {
+    CAPTURE(rows);
+    const auto x2 = ef::randn<float>({rows, 40});
+    const auto expected = kept.forward(x2);
+    const bool packed_kernel = ef::backend::reads_packed_weight(rows);
+    if (packed_kernel) CHECK(held.forward(x2).to_vector() == expected.to_vector());
+    else check_tensors_close(held.forward(x2), expected, 1e-6, 1e-6, "forward");
+    auto wide = ef::zeros<float>({rows, 100});
+    auto block = wide.narrow(1, 20, 70);
+    ef::nn::detail::dense_product_into(x2, held.weight.data.t(), held.prepared_weight(), block,
+                                       ef::backend::Epilogue<float>{&held.bias->data, ef::backend::Activation::none});
+    if (packed_kernel) CHECK(block.contiguous().to_vector() == expected.to_vector());
+    else check_tensors_close(block, expected, 1e-6, 1e-6, "into a column block");
+    std::size_t outside = 0;
+    for (index_t i = 0; i < rows; ++i)
+      for (index_t j = 0; j < 100; ++j) outside += (j < 20 || j >= 90) && wide(i, j) != 0.0f;
+    CHECK(outside == 0);
+    ++ran;
+  }
+  check_ran(ran, 2, "row counts");
   const auto six = ef::randn<float>({2, 3, 40});
-  check_tensors_close(held.forward(six), kept.forward(six), 1e-6, 1e-6, "6 rows");
-  auto wide = ef::zeros<float>({6, 100});
-  auto block = wide.narrow(1, 20, 70);
-  const auto x2 = six.reshape(ef::Shape<2>{6, 40});
-  ef::nn::detail::dense_product_into(x2, held.weight.data.t(), held.prepared_weight(), block,
-                                     ef::backend::Epilogue<float>{&held.bias->data, ef::backend::Activation::none});
-  check_tensors_close(block, kept.forward(x2), 1e-6, 1e-6, "into a column block");
-  std::size_t outside = 0;  // nothing written left of the block
-  for (index_t i = 0; i < 6; ++i)
-    for (index_t j = 0; j < 20; ++j) outside += wide(i, j) != 0.0f;
-  CHECK(outside == 0);
   held.train();
   CHECK_THROWS_WITH_AS(held.forward(six), doctest::Contains("held only as bfloat16"), std::logic_error);
   CHECK_THROWS_WITH_AS(held.pack_weights(), doctest::Contains("held only as bfloat16"), std::logic_error);

@@ -596,3 +596,55 @@ TEST_CASE("bfloat16: a weight held only as bfloat16 gives the rounded weight's p
                        ef::shape_error);
   CHECK_THROWS_AS(paneled.widened_columns(1000, 200), std::out_of_range);
 }
+
+// Products of 8 rows or more widen the bfloat16 weight into the packed kernel's panels, a group of columns at a
+// time: widen_into_panels writes exactly what PackedMatrix packs from the rounded float weight (a block starting
+// inside one of the storage's 64-column panels and ending inside a kernel panel), and the products have the
+// float product's bits (the kernel sees the same panels in the same order): 40 rows (one row block) and 300 (two),
+// a (K, N) weight of 1100 columns whose k = 300 spans two k blocks and several of the paneled layout's parts of
+// k, both layouts, with and without bias + GELU, on 1 and 2 threads. Needs the packed kernel (AVX2 + FMA).
+TEST_CASE("bfloat16: a weight held only as bfloat16 widened into the packed kernel's panels gives the float product's bits") {
+  const auto* kernel = be::detail::sgemm_kernel();
+  if (kernel == nullptr || !be::reads_packed_weight(40)) {
+    MESSAGE("skipped: no packed kernel on this CPU or build");
+    return;
+  }
+  const index_t k = 300, n = 1100;
+  auto rounded = gemv_check::values(k, n, 31);
+  ef::round_to_bf16_(rounded);
+  const auto rounded_t = rounded.t().contiguous();
+  const ef::Bf16Matrix paneled(rounded), col_major(rounded_t.t());
+  REQUIRE((paneled.paneled() && col_major.col_major()));
+  const index_t j0 = 2 * kernel->nr, cols = 130;  // j0 + cols ends inside a panel of nr
+  const ef::PackedMatrix reference(rounded.narrow(1, j0, cols));
+  REQUIRE(!reference.empty());
+  std::vector<float> widened(static_cast<std::size_t>(k * kernel->padded_cols(cols)), -1.0f);
+  for (const auto* b : {&paneled, &col_major}) {
+    std::fill(widened.begin(), widened.end(), -1.0f);
+    b->widen_into_panels(*kernel, j0, cols, widened.data());
+    CHECK(std::memcmp(widened.data(), reference.data(), widened.size() * sizeof(float)) == 0);
+  }
+  CHECK_THROWS_AS(paneled.widen_into_panels(*kernel, 1, 10, widened.data()), std::out_of_range);
+  const auto bias = gemv_check::values(1, n, 33).reshape(ef::Shape<1>{n});
+  std::size_t ran = 0;
+  ThreadCountGuard guard;
+  for (const int threads : {1, 2}) {
+    ef::set_num_threads(threads);
+    for (const index_t m : {40, 300}) {
+      const auto a = gemv_check::values(m, k, 32 + static_cast<std::uint64_t>(m));
+      for (const bool with_epilogue : {false, true}) {
+        const be::Epilogue<float> epilogue{with_epilogue ? &bias : nullptr,
+                                           with_epilogue ? be::Activation::gelu_tanh : be::Activation::none};
+        const auto expected = be::gemm(a, rounded, epilogue);
+        for (const auto* b : {&paneled, &col_major}) {
+          CAPTURE(threads);
+          CAPTURE(m);
+          CAPTURE(with_epilogue);
+          CHECK(be::gemm(a, *b, epilogue).to_vector() == expected.to_vector());
+          ++ran;
+        }
+      }
+    }
+  }
+  check_ran(ran, 16, "threads x row counts x epilogues x layouts");
+}

@@ -112,20 +112,14 @@ Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const 
 }
 
 // The same product written into `out` (a view such as a column block of a wider tensor), for a caller that lays
-// several layers' outputs side by side (BERT's q | k | v). Reads the packed copy when there is one; a weight
-// kept as bfloat16 beside its float values serves fresh results only (decoding's few-row products), and one
-// held only as bfloat16 computes a fresh result that is then copied into out.
+// several layers' outputs side by side (BERT's q | k | v). Reads the packed copy when there is one, or the
+// bfloat16 copy of a weight held only as bfloat16; a weight kept as bfloat16 beside its float values serves
+// fresh results only (decoding's few-row products).
 template <floating_element T>
 void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared, Tensor<T, 2>& out,
                         const backend::Epilogue<T>& epilogue) {
   if constexpr (std::is_same_v<T, float>) {
-    if (prepared.bf16 && prepared.bf16_only) {
-      if (out.shape()[0] != x2.shape()[0] || out.shape()[1] != w.shape()[1])
-        throw shape_error("gemm: " + shape_string(x2.shape()) + " x " + shape_string(w.shape()) + " -> " +
-                          shape_string(out.shape()) + ": shapes do not agree");
-      out.copy_(backend::gemm(x2, *prepared.bf16, epilogue));
-      return;
-    }
+    if (prepared.bf16 && prepared.bf16_only) return backend::gemm(x2, *prepared.bf16, out, epilogue);
     backend::gemm(x2, w, prepared.packed, out, 1.0f, 0.0f, epilogue);
   } else {
     backend::gemm(x2, w, out, T(1), T(0), epilogue);

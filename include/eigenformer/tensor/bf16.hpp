@@ -23,6 +23,7 @@
 
 #include "eigenformer/tensor/backend.hpp"
 #include "eigenformer/tensor/gemv.hpp"
+#include "eigenformer/tensor/packed_matrix.hpp"
 
 namespace eigenformer {
 
@@ -119,6 +120,46 @@ class Bf16Matrix {
     });
     return out;
   }
+  // Columns [j0, j0 + n) widened to float in the order `kernel` reads a packed weight: PackedMatrix's layout
+  // of that (rows, n) block (k blocks of sgemm_kc rows at out + p * kernel.padded_cols(n), each in panels of
+  // kernel.nr columns with k outermost, the last padded with zeros), so the packed kernel multiplies it as it
+  // would the float weight packed at load, with the same bits. j0 is a multiple of kernel.nr. On the calling
+  // thread; out holds rows() * kernel.padded_cols(n) floats.
+  void widen_into_panels(const backend::detail::SgemmKernel& kernel, index_t j0, index_t n, float* out) const {
+    using backend::detail::sgemm_kc;
+    if (j0 < 0 || n < 0 || j0 + n > cols_ || j0 % kernel.nr != 0 || backend::detail::gemv_panel_cols % kernel.nr != 0)
+      throw std::out_of_range("Bf16Matrix::widen_into_panels: columns [" + std::to_string(j0) + ", " +
+                              std::to_string(j0 + n) + ") of " + shape_string() + " in panels of " +
+                              std::to_string(kernel.nr));
+    static thread_local backend::detail::SgemmScratch tile_scratch;
+    const index_t nr = kernel.nr, padded = kernel.padded_cols(n);
+    // A column-major tile of one panel (nr columns, each kc contiguous floats), for the kernel's transposing pack.
+    float* tile = col_major_ ? tile_scratch.get(static_cast<std::size_t>(nr * std::min<index_t>(sgemm_kc, rows_))) : nullptr;
+    for (index_t p = 0; p < rows_; p += sgemm_kc) {
+      const index_t kc = std::min<index_t>(sgemm_kc, rows_ - p);
+      for (index_t c = 0; c < n; c += nr) {
+        float* panel = out + p * padded + c * kc;
+        const index_t cols = std::min(nr, n - c);
+        if (col_major_) {  // each column's k contiguous: widen, then transpose into the panel
+          for (index_t j = 0; j < cols; ++j) {
+            const std::uint16_t* src = data_.get() + (j0 + c + j) * rows_ + p;
+            for (index_t q = 0; q < kc; ++q) tile[j * kc + q] = float_from_bf16_bits(src[q]);
+          }
+          kernel.pack_b(tile, true, kc, kc, cols, panel);
+        } else if (cols == nr) {  // row i's nr columns are contiguous inside one of the storage's 64-column panels
+          for (index_t q = 0; q < kc; ++q) {
+            const std::uint16_t* src = data_.get() + offset(p + q, j0 + c);
+            for (index_t j = 0; j < nr; ++j) panel[q * nr + j] = float_from_bf16_bits(src[j]);
+          }
+        } else {
+          for (index_t q = 0; q < kc; ++q) {
+            const std::uint16_t* src = data_.get() + offset(p + q, j0 + c);
+            for (index_t j = 0; j < nr; ++j) panel[q * nr + j] = j < cols ? float_from_bf16_bits(src[j]) : 0.0f;
+          }
+        }
+      }
+    }
+  }
   // Column j widened into dst[0, rows) (a column-major matrix only, such as a tied head's embedding rows).
   void widen_column(index_t j, float* dst) const {
     if (!col_major_ && rows_ > 1)
@@ -148,30 +189,79 @@ class Bf16Matrix {
 
 namespace backend {
 
-// act(a b + bias) for a weight held only as bfloat16 (FloatWeights::release): products of up to
-// detail::gemv_max_rows rows of a row-major a stream b16, widening it in registers (gemv.hpp); larger ones widen
-// b16 a block of columns at a time (Bf16Matrix::widened_columns) into a float product each, so no float copy
-// of the whole weight exists at any time (GPT-2's tied head is 154 MB as float). Throws shape_error when the
-// shapes disagree.
-inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, const Epilogue<float>& epilogue = {}) {
+namespace detail {
+// A column group's widened panels (rows x group columns of float) are at most this many floats, or one panel:
+// 256 KB, which stays in L2 while every row block of c reads it.
+inline constexpr index_t bf16_widened_group_floats = index_t{1} << 16;
+
+// c = act(a b16 + bias) with the packed kernel: the weight's columns in groups, each widened into its thread's
+// panels (Bf16Matrix::widen_into_panels) and multiplied by every row block of a there, so it is read once from
+// memory as bfloat16 and once from L2 as float. Same bits as the float product of the rounded weight (the
+// register blocks see the same panels in the same order). Shapes checked by the caller.
+inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>& a, const Bf16Matrix& b16, Tensor<float, 2>& c,
+                               const float* bias, Activation act) {
+  const index_t m = a.shape()[0], k = a.shape()[1], n = b16.cols(), nr = kernel.nr, ldc = c.strides()[0];
+  Tensor<float, 2> a_copy;
+  const auto ao = matrix_operand(a, a_copy);
+  const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
+  const bool on_pool = plan_gemm<float>(m, n, k).tiles() > 1;
+  const index_t threads = on_pool ? get_num_threads() : 1, panels = ceil_div(n, nr);
+  // At least shared_blocks_per_thread groups a thread where the weight has that many panels, so that the others
+  // take over a stalled thread's share (see gemm_packed_blocks).
+  const index_t group_panels = std::clamp<index_t>(bf16_widened_group_floats / std::max<index_t>(k * nr, 1), 1,
+                                                   std::max<index_t>(1, panels / (shared_blocks_per_thread * threads)));
+  const index_t groups = ceil_div(panels, group_panels);
+  const index_t row_blocks = ceil_div(m, shared_block_rows), block_rows = kernel.padded_rows(ceil_div(m, row_blocks));
+  auto run = [&](index_t begin, index_t end) {
+    static thread_local SgemmScratch panels_scratch;
+    for (index_t g = begin; g < end; ++g) {
+      const index_t c0 = g * group_panels * nr, cols = std::min(n - c0, group_panels * nr);
+      const index_t padded = kernel.padded_cols(cols);
+      float* w = panels_scratch.get(static_cast<std::size_t>(k * padded));
+      b16.widen_into_panels(kernel, c0, cols, w);
+      for (index_t r0 = 0; r0 < m; r0 += block_rows) {
+        const index_t r1 = std::min(m, r0 + block_rows);
+        kernel.both_packed_block(k, 1.0f, a_col_major, ao.data, ao.info.outer_stride, w, padded, r0, r1, 0, cols, 0.0f,
+                                 c.data() + c0, ldc);
+        apply_epilogue(c.data() + r0 * ldc + c0, ldc, r1 - r0, cols, bias ? bias + c0 : nullptr, act);
+      }
+    }
+  };
+  if (on_pool) parallel_for(groups, 1, run);
+  else run(0, groups);
+}
+}  // namespace detail
+
+// c = act(a b16 + bias) for a weight held only as bfloat16 (FloatWeights::release), c (M, N) with contiguous
+// rows (a view such as a column block of a wider tensor will do). Products of up to detail::gemv_max_rows rows
+// of a row-major a stream b16, widening it in registers (gemv.hpp); products the packed kernel takes widen a
+// group of columns at a time into that kernel's panels in a thread's cache (detail::gemm_widening_bf16), with
+// the same bits as the float product of the rounded weight; without a packed kernel, b16 is widened a block
+// of columns at a time (Bf16Matrix::widened_columns) into a float product each. No float copy of the whole
+// weight exists at any time (GPT-2's tied head is 154 MB as float). Throws shape_error when the shapes
+// disagree.
+inline void gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, Tensor<float, 2>& c, const Epilogue<float>& epilogue = {}) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b16.cols();
-  if (k != b16.rows())
-    throw shape_error("gemm: " + shape_string(a.shape()) + " x bfloat16 weight " + b16.shape_string() +
-                      ": shapes do not agree");
+  if (k != b16.rows() || c.shape()[0] != m || c.shape()[1] != n || (n > 1 && c.strides()[1] != 1))
+    throw shape_error("gemm: " + shape_string(a.shape()) + " x bfloat16 weight " + b16.shape_string() + " -> " +
+                      shape_string(c.shape()) + ": shapes do not agree (expected (M, K) x (K, N) -> (M, N) with "
+                      "row-contiguous output)");
   if (epilogue.bias && epilogue.bias->numel() != n)
     throw shape_error("gemm: bias " + shape_string(epilogue.bias->shape()) + " does not match the " +
                       std::to_string(n) + " output columns");
-  auto c = Tensor<float, 2>::empty(Shape<2>{m, n});
-  if (m == 0 || n == 0) return c;
+  if (m == 0 || n == 0) return;
   const auto info = eigenformer::detail::classify(m, k, a.strides()[0], a.strides()[1]);
   const auto bias_values = epilogue.bias ? epilogue.bias->contiguous() : Tensor<float, 1>();
+  const float* bias = epilogue.bias ? bias_values.data() : nullptr;
   if (m <= detail::gemv_max_rows && info.layout == eigenformer::detail::matrix_layout::row_major) {
     const detail::GemvWeight<std::uint16_t> w{
         b16.data(), b16.col_major() ? k : n, b16.col_major() ? detail::GemvLayout::col_major : detail::GemvLayout::paneled};
-    detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), n, 1.0f, 0.0f,
-                         epilogue.bias ? bias_values.data() : nullptr, epilogue.activation);
-    return c;
+    detail::gemv_product(m, n, k, a.data(), info.outer_stride, w, c.data(), c.strides()[0], 1.0f, 0.0f, bias,
+                         epilogue.activation);
+    return;
   }
+  if (const auto* kernel = detail::packed_product_kernel<float>(m); kernel != nullptr && k > 0)
+    return detail::gemm_widening_bf16(*kernel, a, b16, c, bias, epilogue.activation);
   // Blocks of at most 4 MB of float (a multiple of the panels' 64 columns, 64 to 512 of them): GPT-2's
   // widest k (3072) gets 320 columns. Measured on GPT-2 small's 128-token forward (Zen 5): 512 columns for
   // every k peaked 5 MB higher, 128 columns at k = 3072 cost ~10% of the forward's time.
@@ -185,6 +275,15 @@ inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, c
     if (epilogue.bias) bias_part = bias_values.narrow(0, j0, cols);
     gemm(a, w, out, 1.0f, 0.0f, Epilogue<float>{epilogue.bias ? &bias_part : nullptr, epilogue.activation});
   }
+}
+
+// The same into a fresh (M, N) result.
+inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, const Epilogue<float>& epilogue = {}) {
+  if (a.shape()[1] != b16.rows())
+    throw shape_error("gemm: " + shape_string(a.shape()) + " x bfloat16 weight " + b16.shape_string() +
+                      ": shapes do not agree");
+  auto c = Tensor<float, 2>::empty(Shape<2>{a.shape()[0], b16.cols()});
+  gemm(a, b16, c, epilogue);
   return c;
 }
 
