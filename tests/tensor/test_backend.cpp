@@ -625,6 +625,21 @@ TEST_CASE("bfloat16: a weight held only as bfloat16 widened into the packed kern
     CHECK(std::memcmp(widened.data(), reference.data(), widened.size() * sizeof(float)) == 0);
   }
   CHECK_THROWS_AS(paneled.widen_into_panels(*kernel, 1, 10, widened.data()), std::out_of_range);
+  // What the products ask for ahead (storage_runs): inside the storage, and at least the columns' bytes.
+  for (const auto* b : {&paneled, &col_major}) {
+    const auto* begin = reinterpret_cast<const char*>(b->data());
+    const auto* end = begin + 2 * k * (b->col_major() ? n : (n + 63) / 64 * 64);
+    for (const index_t first : {index_t{0}, j0, n - 100}) {
+      const auto runs = b->storage_runs(first, 100);
+      REQUIRE(runs.count >= 1);
+      index_t bytes = 0;
+      for (int r = 0; r < runs.count; ++r) {
+        CHECK((runs.start[r] >= begin && runs.start[r] + 64 * (runs.lines[r] - 1) < end));
+        bytes += 64 * runs.lines[r];
+      }
+      CHECK(bytes >= 2 * k * 100);
+    }
+  }
   const auto bias = gemv_check::values(1, n, 33).reshape(ef::Shape<1>{n});
   std::size_t ran = 0;
   ThreadCountGuard guard;

@@ -228,7 +228,8 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
       const index_t group = t % groups, row_block = (t / groups + group * stagger) % row_blocks;
       const index_t r0 = row_block * block_rows, r1 = std::min(m, r0 + block_rows);
       const index_t c0 = group * group_panels * nr, c1 = std::min(n, c0 + group_panels * nr);
-      kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc);
+      kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
+                                nullptr);
       apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
     }
   });

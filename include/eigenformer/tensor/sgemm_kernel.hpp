@@ -56,6 +56,15 @@ struct SgemmScratch {
   }
 };
 
+// Memory a caller reads right after a product (up to four runs of whole cache lines), which the product's
+// register blocks ask for while they run, spread over all of them.
+struct PrefetchRuns {
+  static constexpr int max_runs = 4;
+  const char* start[max_runs] = {};
+  index_t lines[max_runs] = {};
+  int count = 0;
+};
+
 // One instruction set's kernel, as the rest of the library calls it: its register block and its entry points
 // (sgemm_kernel_isa.inl documents each). A weight packed by one kernel (PackedMatrix) is read by that kernel
 // only, its panels being nr columns wide.
@@ -67,10 +76,11 @@ struct SgemmKernel {
                  const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c, index_t ldc);
   // k [0, kc) x columns [0, nc) of b into panels of nr columns.
   void (*pack_b)(const float* b, bool b_col_major, index_t ldb, index_t kc, index_t nc, float* out);
-  // Rows [r0, r1) x columns [c0, c1) of c with b packed beforehand by pack_b.
+  // Rows [r0, r1) x columns [c0, c1) of c with b packed beforehand by pack_b; `ahead` (null for none) asked
+  // for while it runs.
   void (*both_packed_block)(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
                             const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
-                            index_t c1, float beta, float* c, index_t ldc);
+                            index_t c1, float beta, float* c, index_t ldc, const PrefetchRuns* ahead);
   // Rows rounded up to whole panels of mr, columns to whole panels of nr.
   index_t padded_rows(index_t rows) const { return (rows + mr - 1) / mr * mr; }
   index_t padded_cols(index_t cols) const { return (cols + nr - 1) / nr * nr; }

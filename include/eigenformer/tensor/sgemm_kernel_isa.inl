@@ -331,15 +331,20 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
 // b packed beforehand (a PackedMatrix's data: k block pc at packed_b + pc * padded_cols, in sgemm_pack_b's
 // panel order over all columns) and a row- or column-major (stride lda), read in place. r0 and c0 start whole
-// panels. The same register blocks over the same panels as sgemm_packed, so the same bits.
+// panels. The same register blocks over the same panels as sgemm_packed, so the same bits. With `ahead` (not
+// null), the register blocks ask for its lines, each run spread over its share of them, instead of each next
+// panel of b: a caller that fills the panels itself just before (bfloat16 weights widened into them,
+// tensor/bf16.hpp) names the memory it reads next, whose misses then overlap with the multiply-adds.
 inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
-                                    index_t c1, float beta, float* c, index_t ldc) {
+                                    index_t c1, float beta, float* c, index_t ldc, const PrefetchRuns* ahead) {
   static thread_local SgemmScratch edge_scratch;
   const bool prefetch_c = (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
   const index_t whole = r0 + (r1 - r0) / sgemm_mr * sgemm_mr;
   float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
   const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
+  const index_t blocks = ((k + sgemm_kc - 1) / sgemm_kc) * ((c1 - c0 + sgemm_nr - 1) / sgemm_nr) * row_panels;
+  index_t block = 0;  // register blocks run so far, for ahead's share of each
   for (index_t pc = 0; pc < k; pc += sgemm_kc) {
     const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
     const float block_beta = pc == 0 ? beta : 1.0f;
@@ -366,11 +371,17 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
         next_lines = sgemm_nr * next_kc / 16;
       }
       index_t q = 0;
-      for (index_t ir = r0; ir < r1; ir += sgemm_mr, ++q) {
-        const index_t first = q * next_lines / row_panels, last = (q + 1) * next_lines / row_panels;
+      for (index_t ir = r0; ir < r1; ir += sgemm_mr, ++q, ++block) {
+        index_t first = q * next_lines / row_panels, last = (q + 1) * next_lines / row_panels;
+        const float* lines = next ? next + first * 16 : nullptr;
+        if (ahead != nullptr && ahead->count > 0) {  // run r takes register blocks [r B / R, (r + 1) B / R)
+          const index_t runs = ahead->count, r = block * runs / blocks;
+          const index_t b0 = (r * blocks + runs - 1) / runs, b1 = ((r + 1) * blocks + runs - 1) / runs;
+          first = (block - b0) * ahead->lines[r] / (b1 - b0), last = (block - b0 + 1) * ahead->lines[r] / (b1 - b0);
+          lines = reinterpret_cast<const float*>(ahead->start[r]) + first * 16;
+        }
         sgemm_micro_kernel(kc, a_panel(ir), bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
-                           std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c,
-                           next ? next + first * 16 : nullptr, last - first);
+                           std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c, lines, last - first);
       }
     }
   }
