@@ -9,7 +9,7 @@
 //   2. Bf16Matrix(weight): a bfloat16 copy, which the products of up to backend::detail::gemv_max_rows rows
 //      (one decoding step) read instead of the float tensor, at half the memory traffic;
 //   3. with FloatWeights::release, the float tensor is then freed: the bfloat16 copy is the only one (half
-//      the float model's memory), products of more rows widen it a block of columns at a time, and the
+//      the float model's memory), products of more rows widen it a group of columns at a time, and the
 //      model serves inference only (training, state dicts and packing need the float values and refuse).
 // With FloatWeights::keep the float tensor stays (1.5x the float model's memory in all), and the copy is a
 // snapshot: a weight changed afterwards (training, load_state_dict) needs to_bf16_weights() again.
