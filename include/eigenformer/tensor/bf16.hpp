@@ -142,7 +142,8 @@ class Bf16Matrix {
     static thread_local backend::detail::SgemmScratch tile_scratch;
     const index_t nr = kernel.nr, padded = kernel.padded_cols(n);
     // A column-major tile of one panel (nr columns, each kc contiguous floats), for the kernel's transposing pack.
-    float* tile = col_major_ ? tile_scratch.get(static_cast<std::size_t>(nr * std::min<index_t>(sgemm_kc, rows_))) : nullptr;
+    float* tile =
+        col_major_ ? tile_scratch.get(static_cast<std::size_t>(nr * std::min<index_t>(sgemm_kc, rows_))) : nullptr;
     for (index_t p = 0; p < rows_; p += sgemm_kc) {
       const index_t kc = std::min<index_t>(sgemm_kc, rows_ - p);
       for (index_t c = 0; c < n; c += nr) {
@@ -229,8 +230,8 @@ inline constexpr index_t bf16_widened_group_floats = index_t{1} << 16;
 // panels (Bf16Matrix::widen_into_panels) and multiplied by every row block of a there, so it is read once from
 // memory as bfloat16 and once from L2 as float. Same bits as the float product of the rounded weight (the
 // register blocks see the same panels in the same order). Shapes checked by the caller.
-inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>& a, const Bf16Matrix& b16, Tensor<float, 2>& c,
-                               const float* bias, Activation act) {
+inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>& a, const Bf16Matrix& b16,
+                               Tensor<float, 2>& c, const float* bias, Activation act) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b16.cols(), nr = kernel.nr, ldc = c.strides()[0];
   Tensor<float, 2> a_copy;
   const auto ao = matrix_operand(a, a_copy);
@@ -284,7 +285,8 @@ inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>
 // of columns at a time (Bf16Matrix::widened_columns) into a float product each. No float copy of the whole
 // weight exists at any time (GPT-2's tied head is 154 MB as float). Throws shape_error when the shapes
 // disagree.
-inline void gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, Tensor<float, 2>& c, const Epilogue<float>& epilogue = {}) {
+inline void gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, Tensor<float, 2>& c,
+                 const Epilogue<float>& epilogue = {}) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b16.cols();
   if (k != b16.rows() || c.shape()[0] != m || c.shape()[1] != n || (n > 1 && c.strides()[1] != 1))
     throw shape_error("gemm: " + shape_string(a.shape()) + " x bfloat16 weight " + b16.shape_string() + " -> " +

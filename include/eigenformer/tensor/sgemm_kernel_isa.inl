@@ -378,7 +378,7 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
           const index_t runs = ahead->count, r = block * runs / blocks;
           const index_t b0 = (r * blocks + runs - 1) / runs, b1 = ((r + 1) * blocks + runs - 1) / runs;
           first = (block - b0) * ahead->lines[r] / (b1 - b0), last = (block - b0 + 1) * ahead->lines[r] / (b1 - b0);
-          lines = reinterpret_cast<const float*>(ahead->start[r]) + first * 16;
+          lines = reinterpret_cast<const float*>(ahead->start[r] + first * 64);  // 64 bytes a line
         }
         sgemm_micro_kernel(kc, a_panel(ir), bp + jr * kc, c + ir * ldc + jr, ldc, std::min<index_t>(sgemm_mr, r1 - ir),
                            std::min<index_t>(sgemm_nr, c1 - jr), alpha, block_beta, prefetch_c, lines, last - first);
