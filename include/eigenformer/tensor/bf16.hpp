@@ -246,11 +246,11 @@ inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>
   const index_t groups = ceil_div(panels, group_panels);
   const index_t row_blocks = ceil_div(m, shared_block_rows), block_rows = kernel.padded_rows(ceil_div(m, row_blocks));
   // Widening a group stalled on reading its bfloat16 bytes (15% of GPT-2 small's bf16 forward of 128 tokens on
-  // an AMD Zen 5, mostly one load). So a thread takes a few groups in a row, and
-  // while it multiplies one its register blocks ask for the next one's bytes (Bf16Matrix::storage_runs), which
-  // the widening then finds in cache. Interleaved A/B on 2 threads: GPT-2's forward 0.88x the time, BERT-base's
-  // 0.93x at batch 1 and 0.98x at batch 8; prefetching the group g + threads with groups handed out one at a
-  // time instead gained less (0.91x, 0.95x), and runs of half the length less (0.94x on GPT-2).
+  // an AMD Zen 5, mostly one load). So a thread takes a few groups in a row, and while it multiplies one its
+  // register blocks ask for the next one's bytes (Bf16Matrix::storage_runs), which the widening then finds in
+  // cache. Interleaved A/B on 2 threads: GPT-2's forward 0.88x the time, BERT-base's 0.93x at batch 1 and
+  // 0.98x at batch 8; prefetching the group g + threads with groups handed out one at a time instead gained
+  // less (0.91x, 0.95x), and runs of half the length less (0.94x on GPT-2).
   const index_t chunk = std::max<index_t>(1, groups / (4 * threads));
   auto run = [&](index_t begin, index_t end) {
     static thread_local SgemmScratch panels_scratch;
@@ -325,9 +325,6 @@ inline void gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, Tensor<float,
 
 // The same into a fresh (M, N) result.
 inline Tensor<float, 2> gemm(const Tensor<float, 2>& a, const Bf16Matrix& b16, const Epilogue<float>& epilogue = {}) {
-  if (a.shape()[1] != b16.rows())
-    throw shape_error("gemm: " + shape_string(a.shape()) + " x bfloat16 weight " + b16.shape_string() +
-                      ": shapes do not agree");
   auto c = Tensor<float, 2>::empty(Shape<2>{a.shape()[0], b16.cols()});
   gemm(a, b16, c, epilogue);
   return c;
