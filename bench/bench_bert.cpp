@@ -4,8 +4,10 @@
 // no checkpoint is needed. BertModel::forward as a classifier or an embedder calls it: the whole encoder and
 // the pooler, eval mode, inside InferenceMode.
 //   BM_bert_forward/<batch>/<seq>/<threads>          random in-vocabulary ids, attention_mask all ones
-//   BM_bert_forward_packed/<batch>/<seq>/<threads>   the same after model.pack_weights() (weights kept in
-//                                                    the packed kernel's order too: no repacking per forward)
+//   BM_bert_forward_packed/<batch>/<seq>/<threads>   the same after model.pack_weights(FloatWeights::release)
+//                                                    (weights held only in the packed kernel's order: no
+//                                                    repacking per forward; the products, and their bits, of
+//                                                    pack_weights() keeping the float weights, at less memory)
 //   BM_bert_forward_padded/<batch>/<seq>/<threads>   the same with sequence i of the batch padded to
 //                                                    seq - 16 i real tokens (128, 112, ..., 16 at batch 8)
 //   BM_bert_forward_bf16/<batch>/<seq>/<threads>     the same as BM_bert_forward with the weight matrices held
@@ -85,7 +87,7 @@ ef::models::BertModel<float>& bert_base(bool packed, bool bf16 = false) {
   if (packed) {
     static ef::models::BertModel<float> model = [] {
       auto m = make_bert_base();
-      m.pack_weights();
+      m.pack_weights(ef::FloatWeights::release);
       return m;
     }();
     return model;

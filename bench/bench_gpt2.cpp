@@ -2,7 +2,9 @@
 // names in bench/torch_gpt2.py (run both with bench/compare.py). Weights are random: speed does not depend
 // on their values, and no checkpoint is needed.
 //   BM_gpt2_forward/<t>         one t-token sequence (128, 512) through the whole model (logits for every position)
-//   BM_gpt2_forward_packed/<t>  the same after model.pack_weights() (every weight also in the packed kernel's order)
+//   BM_gpt2_forward_packed/<t>  the same after model.pack_weights(FloatWeights::release) (every Conv1D weight held only
+//                               in the packed kernel's order, the tied head's packed copy beside wte: the products
+//                               of pack_weights() with the float weights kept, at less memory)
 //   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
 //                               time of an iteration is n tokens' worth, so ms/token = time / n
@@ -113,7 +115,7 @@ ef::models::GPT2LMHeadModel<float>& gpt2_small_bf16() {
 ef::models::GPT2LMHeadModel<float>& gpt2_small_packed() {
   static ef::models::GPT2LMHeadModel<float> model = [] {
     auto m = make_gpt2_small();
-    m.pack_weights();
+    m.pack_weights(ef::FloatWeights::release);
     return m;
   }();
   return model;
@@ -150,7 +152,8 @@ void run_forward(benchmark::State& state, ef::models::GPT2LMHeadModel<float>& mo
 }
 void BM_gpt2_forward(benchmark::State& state) { run_forward(state, gpt2_small()); }
 BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
-// The same after model.pack_weights(): every weight also in the packed kernel's order, read without repacking.
+// The same after model.pack_weights(FloatWeights::release): every weight in the packed kernel's order, read
+// without repacking.
 void BM_gpt2_forward_packed(benchmark::State& state) { run_forward(state, gpt2_small_packed()); }
 BENCHMARK(BM_gpt2_forward_packed)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 

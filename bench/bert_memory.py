@@ -5,14 +5,16 @@ tools/reference/make_bert_base_random.py when --model-dir does not exist yet, ~4
 process's own peak RSS (os.wait4):
 
   cmake --preset release && cmake --build build/release --target bert -j2
-  /usr/bin/python3 bench/bert_memory.py build/release/examples/bert [--model-dir /tmp/bert-base-random] [--dtype bf16]
+  /usr/bin/python3 bench/bert_memory.py build/release/examples/bert [--model-dir /tmp/bert-base-random]
+                                       [--dtype bf16 | --pack-weights]
 
 Two runs of `bert --fill-mask TEXT --top-k 5`: a short prompt ("paris is the [MASK] of france .", 9 tokens with
 [CLS] and [SEP]: mostly the load) and a 128-token one ("[MASK]" and 125 times "the", one token each with that
 directory's vocab.txt). The weights' size is the bytes of every tensor in model.safetensors. With --dtype bf16 the
 model holds the word embeddings and every Linear weight (query / key / value / dense) as bfloat16, 2 bytes an
-element, the rest (position and token-type embeddings, biases, LayerNorm) as float. MB = 10^6 bytes. Exit status
-0, 1 when a run fails, 2 for bad arguments.
+element, the rest (position and token-type embeddings, biases, LayerNorm) as float. With --pack-weights (bert's
+flag) every Linear weight is held only in the packed kernel's order, float32: the same bytes as the float
+weights. MB = 10^6 bytes. Exit status 0, 1 when a run fails, 2 for bad arguments.
 """
 import argparse
 import re
@@ -30,7 +32,11 @@ def main():
     ap.add_argument("--model-dir", default="/tmp/bert-base-random")
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
                     help="bert's --dtype: bf16 holds word_embeddings and the Linear weights only as bfloat16")
+    ap.add_argument("--pack-weights", action="store_true",
+                    help="bert's --pack-weights: the Linear weights held only packed (float32)")
     args = ap.parse_args()
+    if args.pack_weights and args.dtype == "bf16":
+        ap.error("--pack-weights packs float32 weights: not with --dtype bf16")
     if not check_binary("bert_memory.py", args.bert, "bert"):
         return 2
     weights = ensure_model("bert_memory.py", args.model_dir, "make_bert_base_random.py")
@@ -38,6 +44,8 @@ def main():
     # [CLS] [MASK] the ... the [SEP]: "the" is one token with make_bert_base_random.py's vocab.txt.
     long_prompt = " ".join(["[MASK]"] + ["the"] * (SEQUENCE - 3))
     command = [args.bert, "--model", args.model_dir, "--top-k", "5", "--dtype", args.dtype]
+    if args.pack_weights:
+        command.append("--pack-weights")
     runs = [("load + fill-mask of 9 tokens", command + ["--fill-mask", "paris is the [MASK] of france ."]),
             (f"load + fill-mask of {SEQUENCE} tokens", command + ["--fill-mask", long_prompt])]
 

@@ -51,7 +51,7 @@ class Usage(Exception):
 
 def workloads():
     """name -> (title, binary, ours(n) case, torch(n) argv, ort model or None, ort(n) case, per-iteration divisor)."""
-    # Forward passes: ours after model.pack_weights() unless --no-pack (read when the job runs).
+    # Forward passes: ours after model.pack_weights(FloatWeights::release) unless --no-pack (read when the job runs).
     packed = lambda case: case.replace("_forward/", "_forward_packed/") if PACK_WEIGHTS[0] else case
     gpt2 = lambda case: (lambda n: packed(case) if "_forward/" in case else case,
                          lambda n: ["torch_gpt2.py", "--threads", str(n), "--only", case])
@@ -303,7 +303,8 @@ def main():
                     help="OPENBLAS_CORETYPE for PyTorch, in place of what --openblas-env prints (e.g. SkylakeX on "
                          "Zen 5, which OpenBLAS 0.3.21 detects as the slower Cooperlake)")
     ap.add_argument("--no-pack", action="store_true",
-                    help="run our forward passes without model.pack_weights() (the weights repacked on every product)")
+                    help="run our forward passes without model.pack_weights(FloatWeights::release) (the weights "
+                         "repacked on every product)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1, --quick 0.2)")
     ap.add_argument("--json", metavar="FILE", help="also write every round's numbers here")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json, running nothing")
@@ -406,8 +407,9 @@ def run(args):
     if args.ort_dir and any(WORKLOADS[w][4] is None and w != GEMM for w in chosen):
         notes.append("ORT: inference only; no decode figure (the exported GPT-2 graph has no KV-cache inputs).")
     if any(w.startswith(("gpt2_s", "bert_")) for w in chosen):
-        notes.append("Our forward passes ran after model.pack_weights() (every weight also kept in the packed kernel's "
-                     "order: no repacking per product, about the weights' memory again)" if PACK_WEIGHTS[0] else
+        notes.append("Our forward passes ran after model.pack_weights(FloatWeights::release) (every weight matrix held "
+                     "only in the packed kernel's order: no repacking per product, no float copy beside it; GPT-2's "
+                     "tied head keeps a packed copy beside wte)" if PACK_WEIGHTS[0] else
                      "Our forward passes ran without model.pack_weights() (--no-pack).")
     if GEMM in chosen:
         notes.append("SGEMM: PyTorch's columns are torch.mm with torch on 1 thread and OpenBLAS on 1 / 2; each side's "

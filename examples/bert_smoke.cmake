@@ -94,6 +94,17 @@ expect_close_stdout(fill_bf16 "${DATA}/bert_tiny_cli_expected/fill_mask_bf16.txt
 expect_close_stdout(classify_bf16 "${DATA}/bert_tiny_cli_expected/classify_bf16.txt"
                     --model "${CLS}" --classify "a great movie !" "the plot was boring and the acting awful ." "not a good film"
                     --dtype bf16)
+# --pack-weights: the float32 weights held only packed give PyTorch's float32 texts, the values within one unit
+# of their 6th decimal for the same reason (products of fewer than 8 tokens sum in the packed kernel's order).
+expect_close_stdout(fill_packed "${DATA}/bert_tiny_cli_expected/fill_mask.txt"
+                    --model "${MLM}" --fill-mask "the capital of france is [MASK] ." --top-k 5 --pack-weights)
+expect_close_stdout(classify_packed "${DATA}/bert_tiny_cli_expected/classify.txt"
+                    --model "${CLS}" --classify "a great movie !" "the plot was boring and the acting awful ." "not a good film"
+                    --pack-weights)
+run(pack_bf16 2 --model "${MLM}" --fill-mask "[MASK]" --pack-weights --dtype bf16)
+if(NOT pack_bf16_err MATCHES "^bert: --pack-weights packs float32 weights: not with --dtype bf16\n")
+  message(FATAL_ERROR "bert --pack-weights --dtype bf16: unexpected message:\n${pack_bf16_err}")
+endif()
 run(bad_dtype 2 --model "${MLM}" --fill-mask "[MASK]" --dtype fp16)
 if(NOT bad_dtype_err MATCHES "^bert: --dtype expects fp32 or bf16, got \"fp16\"\n")
   message(FATAL_ERROR "bert --dtype fp16: unexpected message:\n${bad_dtype_err}")

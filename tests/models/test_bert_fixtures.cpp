@@ -314,3 +314,84 @@ TEST_CASE("BERT with bfloat16 weights gives PyTorch's logits for the rounded mod
   }
   check_ran(cases, 2, "bert cases of bf16.json");
 }
+
+namespace {
+
+// The packed-only checks of one model class on one bert_tiny.json case (see the test below).
+template <class Model>
+void check_packed_only_bert(const json& c) {
+  const std::string name = c.at("name").get<std::string>();
+  const auto kept = bert_logits<Model>(c, [](Model& m) { m.pack_weights(); });
+  const auto held = bert_logits<Model>(c, [](Model& m) {
+    const index_t parameters = m.num_parameters();
+    m.pack_weights(ef::FloatWeights::release);
+    CHECK(m.num_parameters() == parameters);
+    CHECK(m.bert.encoder.layer[1].attention.self.value.weight.float_released());
+    CHECK(m.bert.encoder.layer[0].output.dense.weight.float_released());
+    CHECK(m.bert.encoder.layer[0].attention.self.packed_qkv_weight() != nullptr);
+    CHECK_FALSE(m.bert.embeddings.word_embeddings.weight.float_released());  // lookups read the float table
+    CHECK_FALSE(m.bert.encoder.layer[0].output.dense.bias->float_released());
+    m.pack_weights(ef::FloatWeights::release);  // again: nothing left to do
+  });
+  check_out(held, c.at("logits"), name + ": weights held only packed");
+  // The encoder's products have a row per token, 8 or more here: the same kernel reads the same panels, so the
+  // same bits as the kept model's packed products. (A classifier's pooler and head have a row per sequence:
+  // fewer than 8, which the kept model takes through the float weight's few-row kernels.)
+  Model kept_model(config_of(c), models::no_init), held_model(config_of(c), models::no_init);
+  load_params(kept_model, c);
+  load_params(held_model, c);
+  kept_model.eval();
+  held_model.eval();
+  kept_model.pack_weights();
+  held_model.pack_weights(ef::FloatWeights::release);
+  const auto ids_all = input(c, "input_ids"), mask_all = input(c, "attention_mask");
+  REQUIRE(ids_all.numel() >= 8);
+  const auto hidden_kept = kept_model.bert.forward(ids_all, mask_all).last_hidden_state;
+  const auto hidden_held = held_model.bert.forward(ids_all, mask_all).last_hidden_state;
+  CHECK(hidden_held.to_vector() == hidden_kept.to_vector());
+  if (std::is_same_v<Model, models::BertForMaskedLM<float>>) CHECK(held.to_vector() == kept.to_vector());
+
+  // Few rows (the first sequence's first 5 tokens): the packed kernel again where the kept model takes the
+  // float weight's few-row kernels; the float tolerances of this file against the kept model.
+  Model m(config_of(c), models::no_init), float_model(config_of(c), models::no_init);
+  load_params(m, c);
+  load_params(float_model, c);
+  m.eval();
+  float_model.eval();
+  m.pack_weights(ef::FloatWeights::release);
+  const auto ids = input(c, "input_ids").narrow(0, 0, 1).narrow(1, 0, 5).contiguous();
+  check_tensors_close(m.forward(ids), float_model.forward(ids), bert_rtol, bert_atol, name + ": 5 tokens");
+
+  // Training, saving and bfloat16 conversion need the float values, and say so.
+  m.train();
+  CHECK_THROWS_WITH_AS(m.forward(ids), doctest::Contains("held only as packed"), std::logic_error);
+  m.eval();
+  CHECK_THROWS_WITH_AS(ef::io::state_dict(m), doctest::Contains("held only as packed"), ef::io::checkpoint_error);
+  CHECK_THROWS_WITH_AS(m.to_bf16_weights(), doctest::Contains("packed"), std::logic_error);
+  CHECK(std::isnan(m.bert.encoder.layer[0].intermediate.dense.weight.data(0, 0)));  // never a plausible weight
+}
+
+}  // namespace
+
+// pack_weights(FloatWeights::release): every weight matrix held only in the packed kernel's order (the
+// packed products at the float model's memory). With packed kernels the logits of the fixture's batch equal
+// the model that keeps its float weights beside the packed copies, bit for bit, and PyTorch's within this
+// file's tolerances; a forward of fewer than 8 rows reads the packed copies too. Where there is no packed
+// kernel nothing is packed or released, which the first check covers.
+TEST_CASE("BERT with weights held only packed: the packed model's logits, and what needs float values refuses") {
+  if (!ef::backend::detail::packed_weights_supported()) {
+    MESSAGE("skipped: no packed kernel on this CPU, so pack_weights packs nothing");
+    models::BertForMaskedLM<float> m(config_of(bert_case("bert_mlm")), models::no_init);
+    m.pack_weights(ef::FloatWeights::release);
+    CHECK_FALSE(m.bert.encoder.layer[0].output.dense.weight.float_released());
+    return;
+  }
+  std::size_t cases = 0;
+  for (const char* name : {"bert_mlm", "bert_seqcls"}) {
+    INFO(name);
+    if (std::string(name) == "bert_mlm") check_packed_only_bert<models::BertForMaskedLM<float>>(bert_case(name));
+    else check_packed_only_bert<models::BertForSequenceClassification<float>>(bert_case(name));
+    ++cases;
+  }
+  check_ran(cases, 2, "bert cases");
+}

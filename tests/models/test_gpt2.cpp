@@ -745,3 +745,63 @@ TEST_CASE("GPT2LMHeadModel: bfloat16 weights held alone give the rounded model's
   // The released tensors read as NaN, never as a plausible weight.
   CHECK(std::isnan(m.transformer.h[0].attn.c_attn.weight.data(0, 0)));
 }
+
+// pack_weights(FloatWeights::release): every Conv1D weight held only in the packed kernel's order, wte float
+// with the head's packed copy beside it. A full forward (18 rows) equals the model keeping its float weights
+// beside the packed copies bit for bit; cached steps of one row read the packed copies through the packed kernel
+// (not the float weights' streaming kernels) and stay within the fixture's tolerances; greedy generation gives
+// PyTorch's tokens. What needs float values refuses, naming the packed copy.
+TEST_CASE("GPT2LMHeadModel: weights held only packed give the packed model's logits and PyTorch's tokens (fixture)") {
+  auto m = fixture_model<float>();
+  if (!ef::backend::detail::packed_weights_supported()) {
+    MESSAGE("skipped: no packed kernel on this CPU, so pack_weights packs nothing");
+    m.pack_weights(ef::FloatWeights::release);
+    CHECK_FALSE(m.transformer.h[0].attn.c_attn.weight.float_released());
+    return;
+  }
+  auto kept = fixture_model<float>();
+  kept.pack_weights();
+  const index_t parameters = m.num_parameters();
+  m.pack_weights(ef::FloatWeights::release);
+  CHECK(m.transformer.h[1].mlp.c_proj.weight.float_released());
+  CHECK(m.transformer.h[0].attn.c_attn.weight.float_released());
+  CHECK_FALSE(m.transformer.wte.weight.float_released());  // the embedding reads its rows
+  CHECK_FALSE(m.transformer.h[0].attn.c_attn.bias.float_released());
+  CHECK(m.num_parameters() == parameters);
+  m.pack_weights(ef::FloatWeights::release);  // again: nothing to do for the released weights
+
+  const auto& c = gpt2_case("model");
+  const auto ids = ids_of(c.at("inputs").at("input_ids"));  // (2, 9)
+  const auto full = m.forward(ids);
+  CHECK(full.to_vector() == kept.forward(ids).to_vector());
+  check_gpt2(full, c.at("logits"), "weights held only packed, full forward");
+  const auto expected = to_tensor<float, 3>(c.at("logits"));
+  auto cache = m.make_cache(2, 9);
+  m.forward(ids.narrow(1, 0, 4).contiguous(), cache);
+  std::size_t steps = 0;
+  for (index_t t = 4; t < 9; ++t) {
+    const auto got = m.forward(ids.narrow(1, t, 1).contiguous(), cache);
+    check_tensors_close(got, expected.narrow(1, t, 1), gpt2_rtol, gpt2_atol,
+                        "weights held only packed, cached step at position " + std::to_string(t));
+    ++steps;
+  }
+  check_ran(steps, 5, "cached steps");
+  for (const char* name : {"greedy", "greedy_eos"}) {
+    const auto& g_case = gpt2_case(name);
+    models::GenerationConfig g;
+    g.max_new_tokens = g_case.at("max_new_tokens").get<index_t>();
+    if (!g_case.at("eos_token_id").is_null()) g.eos_token_id = g_case.at("eos_token_id").get<std::int64_t>();
+    CHECK_MESSAGE(models::generate(m, ids_of(g_case.at("prompt")), g).to_vector() == ids_of(g_case.at("out")).to_vector(),
+                  name);
+  }
+
+  m.train();
+  CHECK_THROWS_WITH_AS(m.forward(ids), doctest::Contains("held only as packed"), std::logic_error);
+  m.eval();
+  CHECK_THROWS_WITH_AS(ef::io::state_dict(m), doctest::Contains("\"transformer.h.0.attn.c_attn.weight\""),
+                       ef::io::checkpoint_error);
+  CHECK_THROWS_WITH_AS(ef::train::AdamW<float>(m.named_parameters()), doctest::Contains("held only as packed"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(m.to_bf16_weights(), doctest::Contains("held only packed"), std::logic_error);
+  CHECK(std::isnan(m.transformer.h[0].mlp.c_fc.weight.data(0, 0)));
+}

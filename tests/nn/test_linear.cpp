@@ -1,6 +1,7 @@
 // nn::Linear and nn::Conv1D: init equals nn.Linear's, forward, and backward against finite differences in double.
 #include <doctest/doctest.h>
 
+#include <eigenformer/io/state_dict.hpp>
 #include <eigenformer/nn/conv1d.hpp>
 #include <eigenformer/nn/linear.hpp>
 
@@ -198,4 +199,106 @@ TEST_CASE("Linear: a weight held only as bfloat16 computes the rounded layer, an
   held.train();
   CHECK_THROWS_WITH_AS(held.forward(six), doctest::Contains("held only as bfloat16"), std::logic_error);
   CHECK_THROWS_WITH_AS(held.pack_weights(), doctest::Contains("held only as bfloat16"), std::logic_error);
+}
+
+// A Linear or Conv1D holding its weight only packed (pack_weights(FloatWeights::release)) reads the packed copy
+// for every product. 8 and 40 rows: the bits of the same layer keeping its float weight beside the copy (the
+// same kernel reads the same panels). 1, 3 and 6 rows: the packed kernel too, so each row has the bits it has
+// in a product of 12 rows (the rows padded with zero rows, through the kept layer), and lies within 1e-6
+// relative + 1e-6 absolute of the float weight's own few-row kernels (float sums of 40 O(1) terms in another
+// order); also written into a column block with nothing written either side. 1 and 2 threads. Training, bfloat16
+// conversion and state_dict refuse it, naming the packed copy; unpack_weights gives the float weight back, bit
+// for bit. Where there is no packed kernel nothing is packed and nothing released.
+TEST_CASE("Linear and Conv1D: a weight held only packed gives the packed products' bits, and unpacks back") {
+  std::size_t ran = 0;
+  for (const bool conv : {false, true}) {
+    CAPTURE(conv);
+    ef::manual_seed(15);
+    auto make = [conv]() -> std::unique_ptr<ef::nn::Module<float>> {
+      if (conv) return std::make_unique<ef::nn::Conv1D<float>>(40, 70);
+      return std::make_unique<ef::nn::Linear<float>>(40, 70);
+    };
+    auto kept_module = make(), held_module = make();
+    auto forward = [conv](ef::nn::Module<float>& m, const ef::Tensor<float, 2>& x) {
+      return conv ? static_cast<ef::nn::Conv1D<float>&>(m).forward(x) : static_cast<ef::nn::Linear<float>&>(m).forward(x);
+    };
+    auto pack = [conv](ef::nn::Module<float>& m, ef::FloatWeights floats) {
+      if (conv) static_cast<ef::nn::Conv1D<float>&>(m).pack_weights(floats);
+      else static_cast<ef::nn::Linear<float>&>(m).pack_weights(floats);
+    };
+    auto weight = [conv](ef::nn::Module<float>& m) -> ef::nn::Parameter<float, 2>& {
+      if (conv) return static_cast<ef::nn::Conv1D<float>&>(m).weight;
+      return static_cast<ef::nn::Linear<float>&>(m).weight;
+    };
+    auto prepared = [conv](ef::nn::Module<float>& m) {
+      return conv ? static_cast<ef::nn::Conv1D<float>&>(m).prepared_weight()
+                  : static_cast<ef::nn::Linear<float>&>(m).prepared_weight();
+    };
+    ef::io::load_state_dict(*held_module, ef::io::state_dict(*kept_module));
+    const auto original = weight(*kept_module).data.contiguous().to_vector();
+    kept_module->eval();
+    held_module->eval();
+    pack(*kept_module, ef::FloatWeights::keep);
+    pack(*held_module, ef::FloatWeights::release);
+    if (!ef::backend::reads_packed_weight(16)) {  // no packed kernel: nothing packed, nothing freed
+      CHECK_FALSE(weight(*held_module).float_released());
+      ++ran;
+      continue;
+    }
+    REQUIRE(weight(*held_module).float_released());
+    CHECK(std::string(weight(*held_module).held_as()).find("packed") != std::string::npos);
+    pack(*held_module, ef::FloatWeights::release);  // again: nothing to do
+    const int saved = ef::get_num_threads();
+    for (const int threads : {1, 2}) {
+      ef::set_num_threads(threads);
+      for (const index_t rows : {1, 3, 6, 8, 40}) {
+        CAPTURE(rows);
+        CAPTURE(threads);
+        const auto x = ef::randn<float>({rows, 40});
+        const auto got = forward(*held_module, x);
+        if (rows >= 8) {
+          CHECK(got.to_vector() == forward(*kept_module, x).to_vector());
+        } else {
+          auto padded = ef::zeros<float>({12, 40});
+          padded.narrow(0, 0, rows).copy_(x);
+          const auto as_in_many = forward(*kept_module, padded).narrow(0, 0, rows).contiguous();
+          CHECK(got.to_vector() == as_in_many.to_vector());
+          check_tensors_close(got, forward(*kept_module, x), 1e-6, 1e-6, "few rows against the float kernels");
+        }
+        auto wide = ef::zeros<float>({rows, 100});
+        auto block = wide.narrow(1, 20, 70);
+        const auto w = conv ? weight(*held_module).data : weight(*held_module).data.t();
+        auto* bias = conv ? &static_cast<ef::nn::Conv1D<float>&>(*held_module).bias.data
+                          : &static_cast<ef::nn::Linear<float>&>(*held_module).bias->data;
+        ef::nn::detail::dense_product_into(x, w, prepared(*held_module), block,
+                                           ef::backend::Epilogue<float>{bias, ef::backend::Activation::none});
+        CHECK(block.contiguous().to_vector() == got.to_vector());
+        std::size_t outside = 0;
+        for (index_t i = 0; i < rows; ++i)
+          for (index_t j = 0; j < 100; ++j) outside += (j < 20 || j >= 90) && wide(i, j) != 0.0f;
+        CHECK(outside == 0);
+        ++ran;
+      }
+    }
+    ef::set_num_threads(saved);
+    const auto x = ef::randn<float>({2, 40});
+    held_module->train();
+    CHECK_THROWS_WITH_AS(forward(*held_module, x), doctest::Contains("held only as packed"), std::logic_error);
+    held_module->eval();
+    CHECK_THROWS_WITH_AS(ef::io::state_dict(*held_module), doctest::Contains("held only as packed"),
+                         ef::io::checkpoint_error);
+    if (conv) {
+      auto& c = static_cast<ef::nn::Conv1D<float>&>(*held_module);
+      CHECK_THROWS_WITH_AS(c.to_bf16_weights(), doctest::Contains("held only packed"), std::logic_error);
+      c.unpack_weights();
+    } else {
+      auto& l = static_cast<ef::nn::Linear<float>&>(*held_module);
+      CHECK_THROWS_WITH_AS(l.to_bf16_weights(), doctest::Contains("held only packed"), std::logic_error);
+      l.unpack_weights();
+    }
+    CHECK_FALSE(weight(*held_module).float_released());
+    CHECK(weight(*held_module).data.contiguous().to_vector() == original);
+    CHECK(forward(*held_module, x).to_vector() == forward(*kept_module, x).to_vector());
+  }
+  check_ran_at_least(ran, 2, "layers and row counts");
 }

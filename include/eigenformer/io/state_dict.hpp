@@ -45,8 +45,9 @@ std::vector<StateEntry<T>> state_entries(nn::Module<T>& module) {
   for (auto& p : module.named_parameters()) {
     if (p.state->float_released)
       throw checkpoint_error("state dict: parameter " + quote_name(p.name) + " " + shape_string(p.shape) +
-                             " is held only as bfloat16 (to_bf16_weights with FloatWeights::release freed its float "
-                             "values), so it can be neither saved nor loaded; use a model that keeps its float weights");
+                             " is held only as " + p.state->held_as +
+                             ", which freed its float values, so it can be neither saved nor loaded; use a model that "
+                             "keeps its float weights");
     out.push_back({std::move(p.name), std::move(p.shape), p.data});
   }
   for (auto& b : module.named_buffers())

@@ -285,21 +285,26 @@ class BertSelfAttention : public nn::Module<T> {
   // product of 3C columns then reads the hidden states once where three products of C would each pack them
   // again, with the same bits. 1.10x on BERT-base's three products at batch 8 and 1.12x at batch 1 (128
   // tokens, 2 threads, AMD Zen 5). Replaces the three Linears' own packed copies; like them a snapshot, to
-  // be taken again after the weights change. Only when all three have a bias or none has.
-  void pack_weights()
+  // be taken again after the weights change. Only when all three have a bias or none has. FloatWeights::release
+  // frees the three float weights once packed (inference only, as nn::Linear::pack_weights): every
+  // projection, of any number of rows, then reads the side-by-side copy.
+  void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
     const int biases = int(query.bias.has_value()) + int(key.bias.has_value()) + int(value.bias.has_value());
-    if (biases % 3 != 0) return;
+    if (biases % 3 != 0 || qkv_released_) return;
     if (query.weight.float_released() || key.weight.float_released() || value.weight.float_released())
-      throw std::logic_error("BertSelfAttention.pack_weights: the query, key and value weights are held only as "
-                             "bfloat16 (to_bf16_weights with FloatWeights::release), so there are no float values to "
-                             "pack; their products already read the bfloat16 copies");
+      throw std::logic_error(std::string("BertSelfAttention.pack_weights: the query, key and value weights are held only as ") +
+                             query.weight.held_as() + ", so there are no float values to pack");
     qkv_packed_ = PackedMatrix::side_by_side(qkv_weights());
     if (qkv_packed_.empty()) return;
     query.unpack_weights();
     key.unpack_weights();
     value.unpack_weights();
+    if (floats == FloatWeights::release) {
+      for (nn::Linear<T>* lin : {&query, &key, &value}) lin->weight.release_float_(eigenformer::detail::held_as_packed);
+      qkv_released_ = true;
+    }
   }
   // The side-by-side packed copy, or null before pack_weights() (or where there is no packed kernel:
   // backend::cpu_isa()).
@@ -311,6 +316,10 @@ class BertSelfAttention : public nn::Module<T> {
   void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
+    if (qkv_released_)
+      throw std::logic_error(std::string("BertSelfAttention.to_bf16_weights: the query, key and value weights are held "
+                                         "only as ") + eigenformer::detail::held_as_packed +
+                             ", so there are no float values to round; convert a model that keeps its float weights");
     query.to_bf16_weights(floats);
     key.to_bf16_weights(floats);
     value.to_bf16_weights(floats);
@@ -351,8 +360,13 @@ class BertSelfAttention : public nn::Module<T> {
   // is one and this forward may read it (inference, enough rows); false otherwise.
   bool project_packed_qkv(const Tensor<T, 2>& x2, Tensor<T, 2>& qkv) const {
     if constexpr (std::is_same_v<T, float>) {
-      if (!qkv_packed_.serves(x2.shape()[0]) || this->records_for_backward()) return false;
-      if (!qkv_packed_.matches(qkv_weights()))
+      if (qkv_released_ && this->records_for_backward())
+        throw std::logic_error(std::string("BertSelfAttention.forward: the layer is in training mode, but its query, key "
+                                           "and value weights are held only as ") + eigenformer::detail::held_as_packed +
+                               " and training needs the float weights; call eval(), run under InferenceMode, or train "
+                               "a model that keeps its float weights");
+      if (!qkv_released_ && (!qkv_packed_.serves(x2.shape()[0]) || this->records_for_backward())) return false;
+      if (!qkv_released_ && !qkv_packed_.matches(qkv_weights()))
         throw std::logic_error("BertSelfAttention.forward: the query, key or value weight has changed since it was "
                                "packed; call pack_weights() again after changing weights");
       const auto bias =
@@ -370,22 +384,24 @@ class BertSelfAttention : public nn::Module<T> {
   };
   index_t dim_, heads_;
   PackedMatrix qkv_packed_;
+  bool qkv_released_ = false;  // the three float weights freed: qkv_packed_ is all there is
 };
 
 namespace detail::bert {
 // What the models' pack_weights() do: each self-attention's query, key and value side by side, then every
 // other Linear's weight on its own (nn::pack_weights). Never both for one weight: freed copies stay in the
 // allocator's cache, so packing the three alone first and dropping them raised BERT-base's peak RSS by 93 MB.
-inline void pack_weights(nn::Module<float>& root) {
+inline void pack_weights(nn::Module<float>& root, FloatWeights floats) {
   std::vector<const nn::Module<float>*> packed_together;
-  root.apply([&packed_together](nn::Module<float>& m) {
+  root.apply([&packed_together, floats](nn::Module<float>& m) {
     if (auto* attention = dynamic_cast<BertSelfAttention<float>*>(&m)) {
-      attention->pack_weights();
+      attention->pack_weights(floats);
       if (attention->packed_qkv_weight())
         packed_together.insert(packed_together.end(), {&attention->query, &attention->key, &attention->value});
+      if (floats == FloatWeights::release) release_cached_memory();
     }
   });
-  nn::pack_weights(root, packed_together);
+  nn::pack_weights(root, packed_together, floats);
 }
 
 // What the models' to_bf16_weights() do: each self-attention's query, key and value (with their side-by-side
@@ -642,11 +658,13 @@ class BertModel : public nn::Module<T> {
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
   // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
-  // (training, loading), call it again.
-  void pack_weights()
+  // (training, loading), call it again. FloatWeights::release frees each float weight matrix once packed:
+  // the packed products at the float model's memory, inference only (nn::Linear::pack_weights says which
+  // bits few-row products then have); the embeddings stay float.
+  void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    detail::bert::pack_weights(*this);
+    detail::bert::pack_weights(*this, floats);
   }
   // bfloat16 weight storage for inference (tensor/bf16.hpp): every Linear weight and the word embeddings
   // rounded to bfloat16, as model.to(torch.bfloat16) would round them, with bfloat16 copies that products
@@ -854,11 +872,12 @@ class BertForMaskedLM : public nn::Module<T> {
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
   // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
-  // (training, loading), call it again.
-  void pack_weights()
+  // (training, loading), call it again. FloatWeights::release as BertModel::pack_weights; the word
+  // embeddings stay float, and the tied decoder keeps its packed copy of them beside them.
+  void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    detail::bert::pack_weights(*this);
+    detail::bert::pack_weights(*this, floats);
     cls.predictions.decoder.pack_weights(bert.embeddings.word_embeddings.weight.data);
   }
   // bfloat16 weight storage, as BertModel::to_bf16_weights; the tied decoder reads the word embeddings'
@@ -916,11 +935,13 @@ class BertForSequenceClassification : public nn::Module<T> {
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
   // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
-  // (training, loading), call it again.
-  void pack_weights()
+  // (training, loading), call it again. FloatWeights::release frees each float weight matrix once packed:
+  // the packed products at the float model's memory, inference only (nn::Linear::pack_weights says which
+  // bits few-row products then have); the embeddings stay float.
+  void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    detail::bert::pack_weights(*this);
+    detail::bert::pack_weights(*this, floats);
   }
   // bfloat16 weight storage, as BertModel::to_bf16_weights (the classifier's weight too).
   void to_bf16_weights(FloatWeights floats = FloatWeights::keep)

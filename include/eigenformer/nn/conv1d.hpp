@@ -74,11 +74,16 @@ class Conv1D : public Module<T> {
   // The bfloat16 copy, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_copies_.bf16(); }
 
-  // The weight also in the packed kernel's order, as Linear::pack_weights (tensor/packed_matrix.hpp).
-  void pack_weights()
+  // The weight also in the packed kernel's order, or only in it (FloatWeights::release), as
+  // Linear::pack_weights (tensor/packed_matrix.hpp).
+  void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    weight_copies_.pack(weight.data, detail::DenseLayout::in_out);
+    weight_copies_.pack(weight, detail::DenseLayout::in_out, floats);
+  }
+  // Drops the packed copy, as Linear::unpack_weights.
+  void unpack_weights() {
+    if constexpr (std::is_same_v<T, float>) weight_copies_.unpack(weight, detail::DenseLayout::in_out);
   }
   // The packed copy, or null before pack_weights() (or where there is no packed kernel: backend::cpu_isa()).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }

@@ -113,7 +113,7 @@ class Embedding : public Module<T> {
     // A table about to be freed needs no rounding in place: the copy rounds as it converts.
     if (floats == FloatWeights::keep) round_to_bf16_(weight.data);
     weight_bf16_ = Bf16Matrix(weight.data.t());
-    if (floats == FloatWeights::release) weight.release_float_();
+    if (floats == FloatWeights::release) weight.release_float_(eigenformer::detail::held_as_bf16);
   }
   // The (C, V) bfloat16 copy of the table, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }

@@ -39,12 +39,13 @@ Tensor<T, 2> dense_in_out(const Tensor<T, 2>& weight, DenseLayout layout) {
 
 // The prepared copies of a layer's weight that inference products may read instead of the float tensor:
 // bfloat16 (to_bf16_weights, tensor/bf16.hpp) for a decoding step's few rows, packed (pack_weights,
-// tensor/packed_matrix.hpp) for products of many rows. Null when the layer has none. bf16_only: the float
-// tensor was released (FloatWeights::release), so every product reads the bfloat16 copy.
+// tensor/packed_matrix.hpp) for products of many rows. Null when the layer has none. bf16_only / packed_only:
+// the float tensor was released (FloatWeights::release), so every product reads that copy.
 struct PreparedWeight {
   const Bf16Matrix* bf16 = nullptr;
   const PackedMatrix* packed = nullptr;
   bool bf16_only = false;
+  bool packed_only = false;
 };
 
 // Those copies, as a fully connected layer (Linear, Conv1D) keeps them beside its float weight: one place for
@@ -55,6 +56,10 @@ class WeightCopies {
   // made again from the rounded values (FloatWeights::keep), or the float weight and the packed copy freed
   // (FloatWeights::release). Nothing to do for a weight already held only as bfloat16.
   void to_bf16(Parameter<float, 2>& weight, DenseLayout layout, FloatWeights floats) {
+    if (packed_only_)
+      throw std::logic_error("to_bf16_weights: the weight " + shape_string(weight.shape()) + " is held only " +
+                             "packed (pack_weights with FloatWeights::release), so there are no float values to "
+                             "round; convert a model that keeps its float weights");
     if (weight.float_released()) return;
     // A weight about to be freed needs no rounding in place (a pass over memory that a load has just
     // filled: 20% of `bert --dtype bf16`'s time): the copy rounds as it converts.
@@ -62,40 +67,59 @@ class WeightCopies {
     bf16_ = Bf16Matrix(dense_in_out(weight.data, layout));
     if (floats == FloatWeights::release) {
       packed_ = PackedMatrix();
-      weight.release_float_();
+      weight.release_float_(eigenformer::detail::held_as_bf16);
       bf16_only_ = true;
     } else if (!packed_.empty()) {
-      pack(weight.data, layout);
+      pack(weight, layout, FloatWeights::keep);
     }
   }
-  void pack(const Tensor<float, 2>& weight, DenseLayout layout) {
+  // The packed copy, made again from the float weight; with FloatWeights::release the float weight is then
+  // freed (where there is a packed kernel: elsewhere nothing is packed and the float weight stays). Nothing to
+  // do for a weight already held only packed.
+  void pack(Parameter<float, 2>& weight, DenseLayout layout, FloatWeights floats) {
     if (bf16_only_)
       throw std::logic_error("pack_weights: the weight " + shape_string(weight.shape()) +
                              " is held only as bfloat16 (to_bf16_weights with FloatWeights::release), so there are no "
                              "float values to pack; its products already read the bfloat16 copy");
-    packed_ = PackedMatrix(dense_in_out(weight, layout));
+    if (packed_only_) return;
+    packed_ = PackedMatrix(dense_in_out(weight.data, layout));
+    if (floats == FloatWeights::release && !packed_.empty()) {
+      bf16_ = Bf16Matrix();
+      weight.release_float_(eigenformer::detail::held_as_packed);
+      packed_only_ = true;
+    }
   }
-  void unpack() { packed_ = PackedMatrix(); }
+  // Drops the packed copy; a weight held only packed gets its float values back from it first.
+  void unpack(Parameter<float, 2>& weight, DenseLayout layout) {
+    if (packed_only_) {
+      auto dense = packed_.to_dense();  // (in, out)
+      weight.restore_float_(layout == DenseLayout::out_in ? dense.t().contiguous() : std::move(dense));
+      packed_only_ = false;
+    }
+    packed_ = PackedMatrix();
+  }
 
   const Bf16Matrix* bf16() const noexcept { return bf16_.empty() ? nullptr : &bf16_; }
   const PackedMatrix* packed() const noexcept { return packed_.empty() ? nullptr : &packed_; }
   bool bf16_only() const noexcept { return bf16_only_; }
+  bool packed_only() const noexcept { return packed_only_; }
   // What an inference product may read: nothing while the layer records for backward, whose products read the
-  // float weight that the optimiser updates -- which a layer holding only bfloat16 no longer has.
+  // float weight that the optimiser updates -- which a layer holding only bfloat16 or only packed no longer has.
   PreparedWeight prepared(bool recording, const char* layer) const {
-    if (recording && bf16_only_)
-      throw std::logic_error(std::string(layer) +
-                             ".forward: the layer is in training mode, but its weight is held only as bfloat16 "
-                             "(to_bf16_weights with FloatWeights::release) and training needs the float weight; "
-                             "call eval(), run under InferenceMode, or train a model that keeps its float weights");
+    if (recording && (bf16_only_ || packed_only_))
+      throw std::logic_error(std::string(layer) + ".forward: the layer is in training mode, but its weight is held only as " +
+                             (bf16_only_ ? eigenformer::detail::held_as_bf16 : eigenformer::detail::held_as_packed) +
+                             " and training needs the float weight; call eval(), run under InferenceMode, or train a "
+                             "model that keeps its float weights");
     if (recording) return {};
-    return {bf16(), packed(), bf16_only_};
+    return {bf16(), packed(), bf16_only_, packed_only_};
   }
 
  private:
   Bf16Matrix bf16_;
   PackedMatrix packed_;
   bool bf16_only_ = false;
+  bool packed_only_ = false;
 };
 
 // x2 (N, in) w (in, out) with the epilogue, reading one of the layer's prepared copies of w when it has
@@ -104,6 +128,11 @@ template <floating_element T>
 Tensor<T, 2> dense_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
                            const backend::Epilogue<T>& epilogue) {
   if constexpr (std::is_same_v<T, float>) {
+    if (prepared.packed_only) {
+      auto y = Tensor<float, 2>::empty(Shape<2>{x2.shape()[0], prepared.packed->cols()});
+      backend::gemm(x2, *prepared.packed, y, epilogue);
+      return y;
+    }
     if (prepared.bf16 && prepared.bf16_only) return backend::gemm(x2, *prepared.bf16, epilogue);
     if (prepared.bf16 && x2.shape()[0] <= backend::detail::gemv_max_rows) return backend::gemm(x2, w, *prepared.bf16, epilogue);
     return backend::gemm(x2, w, prepared.packed, epilogue);
@@ -119,6 +148,7 @@ template <floating_element T>
 void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared, Tensor<T, 2>& out,
                         const backend::Epilogue<T>& epilogue) {
   if constexpr (std::is_same_v<T, float>) {
+    if (prepared.packed_only) return backend::gemm(x2, *prepared.packed, out, epilogue);
     if (prepared.bf16 && prepared.bf16_only) return backend::gemm(x2, *prepared.bf16, out, epilogue);
     backend::gemm(x2, w, prepared.packed, out, 1.0f, 0.0f, epilogue);
   } else {
@@ -254,18 +284,25 @@ class Linear : public Module<T> {
   // Keeps the weight also in the packed kernel's order (tensor/packed_matrix.hpp), which inference products
   // of 8 rows or more then read: no repacking per call, the same bits, about the weight's memory again. A
   // snapshot: call again after changing the weight. Does nothing where there is no packed kernel.
-  void pack_weights()
+  // FloatWeights::release frees the float weight once it is packed: the packed products at the float
+  // layer's memory, for inference only (see Parameter::float_released); every product then reads the packed
+  // copy, those of fewer than 8 rows too, with the bits of the same rows of a product of 8 rows or more
+  // (backend::gemm with a PackedMatrix), not those of the float weight's few-row kernels.
+  void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    weight_copies_.pack(weight.data, detail::DenseLayout::out_in);
+    weight_copies_.pack(weight, detail::DenseLayout::out_in, floats);
   }
-  // Drops the packed copy, freeing its memory; products then pack the weight on every call again.
-  void unpack_weights() { weight_copies_.unpack(); }
+  // Drops the packed copy, freeing its memory; products then pack the weight on every call again. A weight
+  // held only packed gets its float values back from the copy first.
+  void unpack_weights() {
+    if constexpr (std::is_same_v<T, float>) weight_copies_.unpack(weight, detail::DenseLayout::out_in);
+  }
   // The packed copy, or null before pack_weights() (or where there is no packed kernel: backend::cpu_isa()).
   const PackedMatrix* packed_weight() const noexcept { return weight_copies_.packed(); }
 
   // The copies an inference product may read; none while recording for backward (which throws std::logic_error
-  // for a weight held only as bfloat16).
+  // for a weight held only as bfloat16 or only packed).
   detail::PreparedWeight prepared_weight() const {
     return weight_copies_.prepared(this->records_for_backward(), "Linear");
   }

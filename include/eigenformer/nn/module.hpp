@@ -80,6 +80,8 @@ struct ParameterState {
   index_t numel = 0;
   bool requires_grad = true;
   bool float_released = false;  // see Parameter::float_released
+  // What holds the values instead, for error messages: how the layer released them.
+  const char* held_as = "";
   Tensor<T, 1> grad{zeros<T>(Shape<1>{0})};
   bool has_grad() const noexcept { return grad.numel() == numel && numel > 0; }
   Tensor<T, 1>& grad_buffer() {
@@ -127,18 +129,34 @@ class Parameter {
   // Frees the gradient (zero_grad(set_to_none=True)).
   void clear_grad() { state_->grad = zeros<T>(Shape<1>{0}); }
 
-  // True once the layer that owns this parameter keeps its values only as bfloat16 (to_bf16_weights with
-  // FloatWeights::release, tensor/bf16.hpp). data then keeps the shape (so numel, printing and parameter
-  // counts are unchanged) but holds no values: a broadcast NaN, so that nothing can mistake it for the
-  // weight. What needs the float values refuses such a parameter with a message that says so: a recording
-  // (training) forward, state_dict and load_state_dict, optimizers, pack_weights.
+  // True once the layer that owns this parameter keeps its values only in another form: as bfloat16
+  // (to_bf16_weights with FloatWeights::release, tensor/bf16.hpp) or in the packed kernel's order
+  // (pack_weights with FloatWeights::release, tensor/packed_matrix.hpp). data then keeps the shape (so numel,
+  // printing and parameter counts are unchanged) but holds no values: a broadcast NaN, so that nothing can
+  // mistake it for the weight. What needs the float values refuses such a parameter with a message that says
+  // so: a recording (training) forward, state_dict and load_state_dict, optimizers, a second conversion.
   bool float_released() const noexcept { return state_->float_released; }
-  // Frees data's storage (see float_released); for the layer that holds the values elsewhere.
-  void release_float_() {
+  // How the values are held once released, for messages: "bfloat16 (to_bf16_weights with FloatWeights::release)"
+  // or the packed one; empty while the float values are there.
+  const char* held_as() const noexcept { return state_->held_as; }
+  // Frees data's storage (see float_released); for the layer that holds the values elsewhere, which says how
+  // (a static string, quoted by held_as()).
+  void release_float_(const char* held_as) {
     Shape<Rank> one;
     one.fill(1);
     data = full<T>(one, std::numeric_limits<T>::quiet_NaN()).expand(data.shape());
     state_->float_released = true;
+    state_->held_as = held_as;
+  }
+  // Gives a released parameter its float values back (values of its shape), as the layer that held them
+  // elsewhere reads them out; the parameter is then an ordinary one again.
+  void restore_float_(Tensor<T, Rank> values) {
+    if (values.shape() != data.shape())
+      throw shape_error("Parameter::restore_float_: values " + shape_string(values.shape()) + " for a parameter of " +
+                        shape_string(data.shape()));
+    data = std::move(values);
+    state_->float_released = false;
+    state_->held_as = "";
   }
 
   const std::shared_ptr<detail::ParameterState<T>>& state() const noexcept { return state_; }
@@ -237,7 +255,7 @@ class Members {
                              " is not contiguous, so it has no flat view");
     return t.view(Shape<1>{t.numel()});
   }
-  // What a parameter released to bfloat16 (Parameter::float_released) shows flat: no storage to view, the same
+  // What a released parameter (Parameter::float_released) shows flat: no storage to view, the same
   // broadcast NaN as its data.
   static Tensor<T, 1> released_flat(index_t numel) {
     return full<T>(Shape<1>{1}, std::numeric_limits<T>::quiet_NaN()).expand(Shape<1>{numel});

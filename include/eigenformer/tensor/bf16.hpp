@@ -27,12 +27,6 @@
 
 namespace eigenformer {
 
-// What to_bf16_weights does with the float weights once their bfloat16 copies exist.
-enum class FloatWeights {
-  keep,     // kept, rounded to bfloat16 values: training, state_dict and pack_weights still work
-  release,  // freed: half the memory, inference only
-};
-
 // Every element of t replaced by the float value of its bfloat16 rounding (bf16_bits_from_float), in place:
 // t.copy_(t.to(torch.bfloat16)) in PyTorch.
 template <std::size_t R>

@@ -30,6 +30,18 @@
 
 namespace eigenformer {
 
+// What to_bf16_weights and pack_weights do with the float weights once their other copies exist.
+enum class FloatWeights {
+  keep,     // kept (to_bf16_weights rounds them to bfloat16 values): training, state_dict and repacking still work
+  release,  // freed, inference only: to_bf16_weights halves the memory, pack_weights keeps it at the weights' size
+};
+
+namespace detail {
+// How a released weight is held (nn::Parameter::held_as), for the messages of what then refuses it.
+inline constexpr const char* held_as_bf16 = "bfloat16 (to_bf16_weights with FloatWeights::release)";
+inline constexpr const char* held_as_packed = "packed (pack_weights with FloatWeights::release)";
+}  // namespace detail
+
 namespace backend::detail {
 // Whether float products can read packed weights now: there is a packed kernel (sgemm_kernel()), and it
 // takes products of many rows.
@@ -98,8 +110,32 @@ class PackedMatrix {
   // Whether a product of this many rows reads this copy: it is not empty, and its kernel is the one such a
   // product takes now (backend::detail::packed_product_kernel; fewer than 8 rows take none).
   bool serves(index_t rows) const { return !empty() && kernel_ == backend::detail::packed_product_kernel<float>(rows); }
+  // Whether the kernel in use now is the one this copy was packed for, so that it can read it for a product of
+  // any number of rows (a weight that exists only packed: backend::gemm(a, packed, c)).
+  bool readable() const { return !empty() && kernel_ == backend::detail::packed_product_kernel<float>(1 << 20); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(rows_ * padded_cols_) * sizeof(float); }
   std::string shape_string() const { return eigenformer::detail::rows_cols_string(rows_, cols_); }
+
+  // The (rows, cols) matrix it was packed from, row-major: the panels read back, the padding left out.
+  Tensor<float, 2> to_dense() const {
+    auto out = Tensor<float, 2>::empty(Shape<2>{rows_, cols_});
+    if (empty()) return out;
+    const index_t nr = kernel_->nr, panels = padded_cols_ / nr;
+    float* dst = out.data();
+    const float* src = data_.get();
+    backend::parallel_for(panels, 8, [&](index_t p0, index_t p1) {
+      for (index_t pc = 0; pc < rows_; pc += backend::detail::sgemm_kc) {
+        const index_t kc = std::min<index_t>(backend::detail::sgemm_kc, rows_ - pc);
+        for (index_t p = p0; p < p1; ++p) {
+          const index_t j0 = p * nr, width = std::min(nr, cols_ - j0);
+          const float* panel = src + pc * padded_cols_ + j0 * kc;
+          for (index_t r = 0; r < kc; ++r)
+            std::memcpy(dst + (pc + r) * cols_ + j0, panel + r * nr, sizeof(float) * static_cast<std::size_t>(width));
+        }
+      }
+    });
+    return out;
+  }
 
   // Whether b has this matrix's shape and still holds, bit for bit, three of the values it was packed from
   // (the first, the middle and the last element): an optimiser step or a new checkpoint changes them, so a
@@ -284,8 +320,13 @@ inline void gemm(const Tensor<float, 2>& a, const Tensor<float, 2>& b, const Pac
 inline bool reads_packed_weight(index_t rows) { return detail::uses_sgemm_kernel<float>(rows); }
 
 // c = act(a b + bias) for a weight b that exists only packed, such as several weights packed side by side
-// (PackedMatrix::side_by_side); a (M, K) with packed.serves(M). Throws shape_error when the shapes disagree
-// and std::invalid_argument when packed does not serve the product (empty, too few rows, another kernel's).
+// (PackedMatrix::side_by_side) or a layer's weight packed with FloatWeights::release; a (M, K), any M >= 1.
+// The packed kernel reads the copy for every row count (gemv.hpp's kernels take few-row products of a float
+// weight, whose bits differ): each element then has the bits of the same element of a product of 8 rows or
+// more, whatever M. When the copy was packed for another kernel than the one in use now
+// (backend::set_max_cpu_isa), its values are read back (PackedMatrix::to_dense) and multiplied as a float
+// weight would be: the right values, slowly, until it is packed again. Throws shape_error when the shapes
+// disagree and std::invalid_argument for an empty copy.
 inline void gemm(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<float, 2>& c,
                  const Epilogue<float>& epilogue = {}) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = packed.cols();
@@ -294,10 +335,11 @@ inline void gemm(const Tensor<float, 2>& a, const PackedMatrix& packed, Tensor<f
                       " into output " + shape_string(c.shape()) +
                       (epilogue.bias ? " with bias " + shape_string(epilogue.bias->shape()) : std::string()) +
                       ": expected a (M, K) x (K, N) -> (M, N) with row-contiguous output and a bias of N");
-  if (k == 0 || !packed.serves(m))
-    throw std::invalid_argument("gemm: a product of " + std::to_string(m) + " rows with a packed weight " +
-                                packed.shape_string() + " that exists only packed, which the kernel in use (" +
-                                gemm_library() + ") does not read (check PackedMatrix::serves first)");
+  if (packed.empty())
+    throw std::invalid_argument("gemm: the packed weight " + packed.shape_string() +
+                                " is empty (packed where there is no packed kernel, or never packed)");
+  if (m == 0) return;
+  if (k == 0 || !packed.readable()) return gemm(a, packed.to_dense(), c, 1.0f, 0.0f, epilogue);
   detail::gemm_reading_packed(a, packed, c, 1.0f, 0.0f, epilogue, Tiling::pool);
 }
 

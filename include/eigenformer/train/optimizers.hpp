@@ -134,7 +134,7 @@ void check_parameter(const NamedParameter<T>& p, const char* who) {
                                 " has no gradient state (build the list with Module::named_parameters())");
   if (p.state->float_released)
     throw std::invalid_argument(std::string(who) + ": parameter " + p.name +
-                                " is held only as bfloat16 (to_bf16_weights with FloatWeights::release), so there is "
+                                " is held only as " + p.state->held_as + ", so there is "
                                 "no float value to update; train a model that keeps its float weights");
   if (!p.data.is_contiguous())
     throw std::invalid_argument(std::string(who) + ": parameter " + p.name + " is not a contiguous flat view");
