@@ -369,6 +369,10 @@ void check_packed_only_bert(const json& c) {
   CHECK_THROWS_WITH_AS(ef::io::state_dict(m), doctest::Contains("held only as packed"), ef::io::checkpoint_error);
   CHECK_THROWS_WITH_AS(m.to_bf16_weights(), doctest::Contains("packed"), std::logic_error);
   CHECK(std::isnan(m.bert.encoder.layer[0].intermediate.dense.weight.data(0, 0)));  // never a plausible weight
+  // The query Linear alone: its weight lives in its parent's side-by-side copy.
+  const auto hidden = ef::zeros<float>({1, 3, config_of(c).hidden_size});
+  CHECK_THROWS_WITH_AS(m.bert.encoder.layer[0].attention.self.query.forward(hidden), doctest::Contains("side by side"),
+                       std::logic_error);
 }
 
 }  // namespace

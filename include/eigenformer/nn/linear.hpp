@@ -304,6 +304,12 @@ class Linear : public Module<T> {
   // The copies an inference product may read; none while recording for backward (which throws std::logic_error
   // for a weight held only as bfloat16 or only packed).
   detail::PreparedWeight prepared_weight() const {
+    // Released by a parent that holds it with others (BertSelfAttention's q | k | v packed side by side):
+    // this layer has nothing to multiply by.
+    if (weight.float_released() && !weight_copies_.bf16_only() && !weight_copies_.packed_only())
+      throw std::logic_error(std::string("Linear.forward: the weight is held only as ") + weight.held_as() +
+                             " by the module that holds it with others (BERT's self-attention packs query, key and "
+                             "value side by side); call that module's forward");
     return weight_copies_.prepared(this->records_for_backward(), "Linear");
   }
 
