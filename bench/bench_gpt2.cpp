@@ -6,6 +6,7 @@
 //                               in the packed kernel's order, the tied head's packed copy beside wte: the products
 //                               of pack_weights() with the float weights kept, at less memory)
 //   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
+//   BM_gpt2_decode_step_packed  the same with BM_gpt2_forward_packed's model (weights held only packed)
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
 //                               time of an iteration is n tokens' worth, so ms/token = time / n
 //   BM_gpt2_decode_step_bf16   the same with the weights stored as bfloat16 (to_bf16_weights(FloatWeights::release):
@@ -187,6 +188,10 @@ void decode_step(benchmark::State& state, const ef::models::GPT2LMHeadModel<floa
 
 void BM_gpt2_decode_step(benchmark::State& state) { decode_step(state, gpt2_small()); }
 BENCHMARK(BM_gpt2_decode_step)->Unit(benchmark::kMillisecond);
+// The same with the weights held only packed (BM_gpt2_forward_packed's model): each one-row product through
+// the packed kernel's few-row path instead of the float decoding kernels. No PyTorch twin.
+void BM_gpt2_decode_step_packed(benchmark::State& state) { decode_step(state, gpt2_small_packed()); }
+BENCHMARK(BM_gpt2_decode_step_packed)->Unit(benchmark::kMillisecond);
 
 // Generation as a user sees it: each step feeds the argmax of the previous step's last logits (the lowest id
 // among equal maxima, as torch.argmax), so the loop includes reading the logits back.

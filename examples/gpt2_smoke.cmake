@@ -124,6 +124,16 @@ run(bf16 0 --model "${MODEL_DIR}" --prompt "${_greedy_prompt}" --greedy --max-ne
 if(NOT bf16_out MATCHES "^${_greedy_prompt}" OR NOT bf16_err MATCHES "threads?, bf16 weights\n$")
   message(FATAL_ERROR "gpt2 --dtype bf16: unexpected output:\n${bf16_out}\n${bf16_err}")
 endif()
+# --pack-weights: the float32 weights held only packed give PyTorch's greedy text too (the logits move by float
+# rounding only), and say so on the timing line; not with bfloat16 weights.
+run(packed 0 --model "${MODEL_DIR}" --prompt "${_greedy_prompt}" --greedy --max-new-tokens ${_greedy_new} --pack-weights)
+if(NOT packed_out STREQUAL "${_greedy_text}\n" OR NOT packed_err MATCHES "threads?, fp32 packed weights\n$")
+  message(FATAL_ERROR "gpt2 --pack-weights: unexpected output:\n${packed_out}\n${packed_err}")
+endif()
+run(packed_bf16 2 --model "${MODEL_DIR}" --pack-weights --dtype bf16)
+if(NOT packed_bf16_err MATCHES "^gpt2: --pack-weights packs float32 weights: not with --dtype bf16")
+  message(FATAL_ERROR "gpt2 --pack-weights --dtype bf16: unexpected message:\n${packed_bf16_err}")
+endif()
 # --compare-bf16: after fp32's text (PyTorch's, as above), one line saying whether bfloat16 weights keep the
 # greedy tokens. On this tiny random model either answer may come, so the line's form is what is checked; the
 # "differs" form was checked by hand on a trained model (bench/README.md, the bfloat16 stand-in section).

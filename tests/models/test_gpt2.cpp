@@ -746,11 +746,11 @@ TEST_CASE("GPT2LMHeadModel: bfloat16 weights held alone give the rounded model's
   CHECK(std::isnan(m.transformer.h[0].attn.c_attn.weight.data(0, 0)));
 }
 
-// pack_weights(FloatWeights::release): every Conv1D weight held only in the packed kernel's order, wte float
-// with the head's packed copy beside it. A full forward (18 rows) equals the model keeping its float weights
-// beside the packed copies bit for bit; cached steps of one row read the packed copies through the packed kernel
-// (not the float weights' streaming kernels) and stay within the fixture's tolerances; greedy generation gives
-// PyTorch's tokens. What needs float values refuses, naming the packed copy.
+// pack_weights(FloatWeights::release): every Conv1D weight and the tied head held only in the packed kernel's
+// order, wte's lookups reading rows out of the head's copy. A full forward (18 rows) equals the model keeping its
+// float weights beside the packed copies bit for bit; cached steps of one row read the packed copies through the
+// packed kernel's few-row path (not the float weights' decoding kernels) and stay within the fixture's
+// tolerances; greedy generation gives PyTorch's tokens. What needs float values refuses, naming the packed copy.
 TEST_CASE("GPT2LMHeadModel: weights held only packed give the packed model's logits and PyTorch's tokens (fixture)") {
   auto m = fixture_model<float>();
   if (!ef::backend::detail::packed_weights_supported()) {
@@ -765,7 +765,8 @@ TEST_CASE("GPT2LMHeadModel: weights held only packed give the packed model's log
   m.pack_weights(ef::FloatWeights::release);
   CHECK(m.transformer.h[1].mlp.c_proj.weight.float_released());
   CHECK(m.transformer.h[0].attn.c_attn.weight.float_released());
-  CHECK_FALSE(m.transformer.wte.weight.float_released());  // the embedding reads its rows
+  CHECK(m.transformer.wte.weight.float_released());  // its rows read out of the head's packed copy
+  CHECK_FALSE(m.transformer.wpe.weight.float_released());
   CHECK_FALSE(m.transformer.h[0].attn.c_attn.bias.float_released());
   CHECK(m.num_parameters() == parameters);
   m.pack_weights(ef::FloatWeights::release);  // again: nothing to do for the released weights
@@ -798,7 +799,7 @@ TEST_CASE("GPT2LMHeadModel: weights held only packed give the packed model's log
   m.train();
   CHECK_THROWS_WITH_AS(m.forward(ids), doctest::Contains("held only as packed"), std::logic_error);
   m.eval();
-  CHECK_THROWS_WITH_AS(ef::io::state_dict(m), doctest::Contains("\"transformer.h.0.attn.c_attn.weight\""),
+  CHECK_THROWS_WITH_AS(ef::io::state_dict(m), doctest::Contains("\"transformer.wte.weight\" [61, 12] is held only as packed"),
                        ef::io::checkpoint_error);
   CHECK_THROWS_WITH_AS(ef::train::AdamW<float>(m.named_parameters()), doctest::Contains("held only as packed"),
                        std::invalid_argument);

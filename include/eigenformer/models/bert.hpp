@@ -872,13 +872,18 @@ class BertForMaskedLM : public nn::Module<T> {
   // Every weight matrix also kept in the packed kernel's order for inference (nn::pack_weights,
   // tensor/packed_matrix.hpp; each self-attention's query, key and value side by side): same outputs, no
   // repacking per forward, about the weights' memory again. A snapshot: after changing the weights
-  // (training, loading), call it again. FloatWeights::release as BertModel::pack_weights; the word
-  // embeddings stay float, and the tied decoder keeps its packed copy of them beside them.
+  // (training, loading), call it again. FloatWeights::release as BertModel::pack_weights, and the word
+  // embeddings' lookups then read their rows out of the tied decoder's packed copy.
   void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
     detail::bert::pack_weights(*this, floats);
-    cls.predictions.decoder.pack_weights(bert.embeddings.word_embeddings.weight.data);
+    auto& words = bert.embeddings.word_embeddings;
+    cls.predictions.decoder.pack_weights(words.weight.data, floats);
+    if (floats == FloatWeights::release && cls.predictions.decoder.packed_weight()) {
+      words.use_packed_table(*cls.predictions.decoder.packed_weight());
+      release_cached_memory();
+    }
   }
   // bfloat16 weight storage, as BertModel::to_bf16_weights; the tied decoder reads the word embeddings'
   // bfloat16 copy, shared, not copied.

@@ -502,16 +502,19 @@ class GPT2LMHeadModel : public nn::Module<T> {
   // Every weight matrix (the tied LM head's too) also kept in the packed kernel's order, which the float
   // products of a prompt then read without repacking it on every call (tensor/packed_matrix.hpp): same
   // logits, about the weights' memory again. A snapshot: after changing the weights, call it again.
-  // FloatWeights::release frees each Conv1D's float weight once packed (inference only): every product of
-  // those layers then reads the packed copy, a decoding step's too, with the bits that row has in a prompt's
-  // product rather than the float weight's few-row kernels' (nn::Linear::pack_weights), and more slowly than
-  // they stream a float weight. wte stays float (the embedding reads its rows) with the head's packed copy
-  // beside it.
+  // FloatWeights::release frees each float weight matrix once packed (inference only): every product then
+  // reads the packed copy, a decoding step's too, with the bits that row has in a prompt's product rather than
+  // the float weight's decoding kernels' (nn::Linear::pack_weights), and wte's lookups read its rows out of the
+  // head's packed copy: the packed model in the float model's memory.
   void pack_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
     nn::pack_weights(*this, {}, floats);
-    lm_head.pack_weights(transformer.wte.weight.data);
+    lm_head.pack_weights(transformer.wte.weight.data, floats);
+    if (floats == FloatWeights::release && lm_head.packed_weight()) {
+      transformer.wte.use_packed_table(*lm_head.packed_weight());
+      release_cached_memory();
+    }
   }
 
   // A cache for `batch` sequences of up to `capacity` tokens (0 = n_positions).

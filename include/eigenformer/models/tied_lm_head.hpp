@@ -42,13 +42,15 @@ class TiedLMHead : public nn::Module<T> {
     const auto h2 = hidden.reshape(Shape<2>{b * t, in_});
     const backend::Epilogue<T> epilogue{bias, backend::Activation::none};
     nn::detail::PreparedWeight prepared;  // none while recording: its products read the float weight
-    if (this->records_for_backward() && bf16_only_)
-      throw std::logic_error("TiedLMHead.forward: the head is in training mode, but its tied weight is held only as "
-                             "bfloat16 (to_bf16_weights with FloatWeights::release) and training needs the float "
-                             "weight; call eval(), run under InferenceMode, or train a model that keeps its float weights");
+    if (this->records_for_backward() && (bf16_only_ || packed_only_))
+      throw std::logic_error(std::string("TiedLMHead.forward: the head is in training mode, but its tied weight is held "
+                                         "only as ") +
+                             (bf16_only_ ? eigenformer::detail::held_as_bf16 : eigenformer::detail::held_as_packed) +
+                             " and training needs the float weight; call eval(), run under InferenceMode, or train a "
+                             "model that keeps its float weights");
     if (!this->records_for_backward())
       prepared = {weight_bf16_.empty() ? nullptr : &weight_bf16_, weight_packed_.empty() ? nullptr : &weight_packed_,
-                  bf16_only_};
+                  bf16_only_, packed_only_};
     const auto logits = nn::detail::dense_product(h2, weight.t(), prepared, epilogue);  // (B T, V)
     if (this->records_for_backward()) this->save_for_backward(Context{h2, b, t});
     return logits.view(Shape<3>{b, t, out_});
@@ -63,6 +65,9 @@ class TiedLMHead : public nn::Module<T> {
   void use_bf16_weight(const Bf16Matrix& weight_t, const Tensor<float, 2>* weight)
     requires std::is_same_v<T, float>
   {
+    if (packed_only_)
+      throw std::logic_error(std::string("TiedLMHead.use_bf16_weight: the tied weight is held only as ") +
+                             eigenformer::detail::held_as_packed + ", so there are no float values to round");
     if (weight_t.rows() != in_ || weight_t.cols() != out_ || !(weight_t.col_major() || in_ == 1))
       throw shape_error("TiedLMHead.use_bf16_weight: the bfloat16 table " + weight_t.shape_string() +
                         " is not the column-major (" + std::to_string(in_) + ", " + std::to_string(out_) +
@@ -77,15 +82,22 @@ class TiedLMHead : public nn::Module<T> {
   // Keeps the tied weight (V, C) also in the packed kernel's order (tensor/packed_matrix.hpp), which forward
   // then reads for inference products of 8 rows or more (a prompt's logits): the same bits, about the
   // table's memory again. A snapshot: call again after the weight changes.
-  void pack_weights(const Tensor<float, 2>& weight)
+  // FloatWeights::release: every product then reads the packed copy (any number of rows, as
+  // nn::Linear::pack_weights), and the caller frees the embedding's float table, which then reads its rows out of
+  // the same copy (nn::Embedding::use_packed_table(*packed_weight())). Nothing to do once held so.
+  void pack_weights(const Tensor<float, 2>& weight, FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
     check_tied_weight("pack_weights", weight);
     if (bf16_only_)
       throw std::logic_error("TiedLMHead.pack_weights: the tied weight is held only as bfloat16 (to_bf16_weights with "
                              "FloatWeights::release), so there are no float values to pack");
+    if (packed_only_) return;
     weight_packed_ = PackedMatrix(weight.t());
+    packed_only_ = floats == FloatWeights::release && !weight_packed_.empty();
   }
+  // The packed copy of the tied weight's transpose (C, V), or null before pack_weights.
+  const PackedMatrix* packed_weight() const noexcept { return weight_packed_.empty() ? nullptr : &weight_packed_; }
 
   // Accumulates dL/dweight += g^T hidden into the tied parameter (and dL/dbias, the column sums of g, when a
   // bias is given) and returns dL/dhidden = g weight.
@@ -118,6 +130,7 @@ class TiedLMHead : public nn::Module<T> {
   Bf16Matrix weight_bf16_;  // (C, V) column-major: wte's rows, when use_bf16_weight was called
   bool bf16_only_ = false;  // the embedding's float table was released: every product reads weight_bf16_
   PackedMatrix weight_packed_;  // (C, V) packed, when pack_weights was called
+  bool packed_only_ = false;  // packed with FloatWeights::release: every product reads weight_packed_
 };
 
 }  // namespace eigenformer::models

@@ -79,18 +79,20 @@ class Embedding : public Module<T> {
       if (id < 0 || id >= num_) throw_bad_id(id, k, ids.shape());
     }
     if (this->records_for_backward() && weight.float_released())
-      throw std::logic_error("Embedding.forward: the layer is in training mode, but its table is held only as bfloat16 "
-                             "(to_bf16_weights with FloatWeights::release) and training needs the float table; call "
-                             "eval(), run under InferenceMode, or train a model that keeps its float weights");
+      throw std::logic_error(std::string("Embedding.forward: the layer is in training mode, but its table is held only as ") +
+                             weight.held_as() + " and training needs the float table; call eval(), run under "
+                             "InferenceMode, or train a model that keeps its float weights");
     auto out = Tensor<T, R + 1>::empty(out_shape);
     const T* w = weight.data.data();
     const std::int64_t* id_data = flat.data();
-    const bool from_bf16 = weight.float_released();  // row id of the table is column id of its (C, V) copy
+    // Released: row id of the table is column id of its (C, V) copy, bfloat16 or packed.
+    const bool from_copy = weight.float_released();
     backend::parallel_for(n, std::max<index_t>(1, 16384 / dim_), [&](index_t begin, index_t end) {
       for (index_t k = begin; k < end; ++k) {
-        if constexpr (std::is_same_v<T, float>)  // the copy widens to float only
-          if (from_bf16) {
-            weight_bf16_.widen_column(id_data[k], out.data() + k * dim_);
+        if constexpr (std::is_same_v<T, float>)  // the copies hold float values only
+          if (from_copy) {
+            if (!weight_packed_.empty()) weight_packed_.copy_column(id_data[k], out.data() + k * dim_);
+            else weight_bf16_.widen_column(id_data[k], out.data() + k * dim_);
             continue;
           }
         std::copy(w + id_data[k] * dim_, w + (id_data[k] + 1) * dim_, out.data() + k * dim_);
@@ -109,11 +111,29 @@ class Embedding : public Module<T> {
   void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
+    if (!weight_packed_.empty())
+      throw std::logic_error("Embedding.to_bf16_weights: the table is held only as the tied output layer's packed "
+                             "copy (pack_weights with FloatWeights::release), so there are no float values to round");
     if (weight.float_released()) return;
     // A table about to be freed needs no rounding in place: the copy rounds as it converts.
     if (floats == FloatWeights::keep) round_to_bf16_(weight.data);
     weight_bf16_ = Bf16Matrix(weight.data.t());
     if (floats == FloatWeights::release) weight.release_float_(eigenformer::detail::held_as_bf16);
+  }
+  // Frees the float table, which `table_t` -- its (C, V) transpose packed by the tied output layer
+  // (TiedLMHead::pack_weights with FloatWeights::release), shared, not copied -- holds instead: lookups then read
+  // rows out of its panels (inference only; see Parameter::float_released). Throws shape_error for a copy of
+  // another shape and std::logic_error for a table already held only as bfloat16.
+  void use_packed_table(const PackedMatrix& table_t)
+    requires std::is_same_v<T, float>
+  {
+    if (table_t.rows() != dim_ || table_t.cols() != num_)
+      throw shape_error("Embedding.use_packed_table: the packed table " + table_t.shape_string() + " is not the (" +
+                        std::to_string(dim_) + ", " + std::to_string(num_) + ") transpose of the table");
+    if (weight.float_released() && weight_packed_.empty())
+      throw std::logic_error(std::string("Embedding.use_packed_table: the table is held only as ") + weight.held_as());
+    weight_packed_ = table_t;
+    if (!weight.float_released()) weight.release_float_(eigenformer::detail::held_as_packed);
   }
   // The (C, V) bfloat16 copy of the table, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
@@ -161,6 +181,7 @@ class Embedding : public Module<T> {
   index_t num_, dim_;
   std::optional<index_t> padding_idx_;
   Bf16Matrix weight_bf16_;  // (C, V) column-major, when to_bf16_weights was called
+  PackedMatrix weight_packed_;  // (C, V) packed by the tied output layer, when use_packed_table was called
 };
 
 // A learned absolute positional embedding (GPT-2's wpe, BERT's position_embeddings): a table (L, C) whose

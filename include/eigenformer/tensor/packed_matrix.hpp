@@ -137,6 +137,17 @@ class PackedMatrix {
     return out;
   }
 
+  // Column j of the matrix it was packed from (rows() values) into out: a row of an embedding table whose
+  // transpose the tied output layer holds packed.
+  void copy_column(index_t j, float* out) const {
+    const index_t nr = kernel_->nr, lane = j % nr, panel = j - lane;
+    for (index_t pc = 0; pc < rows_; pc += backend::detail::sgemm_kc) {
+      const index_t kc = std::min<index_t>(backend::detail::sgemm_kc, rows_ - pc);
+      const float* from = data_.get() + pc * padded_cols_ + panel * kc + lane;
+      for (index_t r = 0; r < kc; ++r) out[pc + r] = from[r * nr];
+    }
+  }
+
   // Whether b has this matrix's shape and still holds, bit for bit, three of the values it was packed from
   // (the first, the middle and the last element): an optimiser step or a new checkpoint changes them, so a
   // stale copy is caught at the price of three loads.
@@ -271,6 +282,21 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
   });
 }
 
+// The same for a of at most sgemm_few_rows rows (row-major, stride lda): the threads take runs of whole panels
+// of columns, each read once for all the rows (kernel.few_rows), with the bits gemm_packed_blocks gives.
+inline void gemm_packed_few_rows(const SgemmKernel& kernel, index_t m, index_t n, index_t k, const float* a, index_t lda,
+                                 const float* packed_b, index_t padded_cols, float* c, index_t ldc, const float* bias,
+                                 Activation act, bool on_pool) {
+  const index_t nr = kernel.nr, panels = ceil_div(n, nr);
+  auto body = [&](index_t p0, index_t p1) {
+    const index_t c0 = p0 * nr, c1 = std::min(n, p1 * nr);
+    kernel.few_rows(k, a, lda, m, packed_b, padded_cols, c0, c1, c, ldc);
+    apply_epilogue(c + c0, ldc, m, c1 - c0, bias ? bias + c0 : nullptr, act);
+  };
+  if (on_pool) parallel_for(panels, 4, body);
+  else body(0, panels);
+}
+
 // Whether a (M, K) times a (b_rows, N) weight into c, with the epilogue's bias, is a product the packed path
 // can compute: b_rows == K, c (M, N) with contiguous rows, a bias of N.
 inline bool packed_product_shapes_agree(const Tensor<float, 2>& a, index_t b_rows, index_t n, const Tensor<float, 2>& c,
@@ -289,6 +315,13 @@ inline void gemm_reading_packed(const Tensor<float, 2>& a, const PackedMatrix& p
   const float* bias = epilogue.bias ? bias_values.data() : nullptr;
   const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
   const bool on_pool = tiling == Tiling::pool && plan_gemm<float>(m, n, k).tiles() > 1;
+  if (m <= sgemm_few_rows && alpha == 1.0f && beta == 0.0f) {
+    const Tensor<float, 2> rows = a_col_major ? a.contiguous() : Tensor<float, 2>();
+    gemm_packed_few_rows(*packed.kernel(), m, n, k, a_col_major ? rows.data() : ao.data,
+                         a_col_major ? k : ao.info.outer_stride, packed.data(), packed.padded_cols(), c.data(),
+                         c.strides()[0], bias, epilogue.activation, on_pool);
+    return;
+  }
   gemm_packed_blocks(*packed.kernel(), m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed.data(),
                      packed.padded_cols(), c.data(), c.strides()[0], alpha, beta, bias, epilogue.activation, on_pool);
 }

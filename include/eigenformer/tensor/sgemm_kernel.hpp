@@ -41,6 +41,8 @@ namespace eigenformer::backend::detail {
 inline constexpr index_t sgemm_kc = 256;
 inline constexpr index_t sgemm_mc = 144;
 inline constexpr index_t sgemm_nc = 1024;
+// Rows up to which a product with a packed weight takes the few-row kernel (SgemmKernel::few_rows).
+inline constexpr index_t sgemm_few_rows = 4;
 
 // Scratch for the packed panels, one per thread, grown on demand and 64-byte aligned.
 struct SgemmScratch {
@@ -81,6 +83,10 @@ struct SgemmKernel {
   void (*both_packed_block)(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
                             const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                             index_t c1, float beta, float* c, index_t ldc, const PrefetchRuns* ahead);
+  // Rows [0, rows) x columns [c0, c1) of c = a b for rows <= sgemm_few_rows, a row-major, b packed
+  // beforehand: the bits both_packed_block gives those rows, each panel of b read once.
+  void (*few_rows)(index_t k, const float* a, index_t lda, index_t rows, const float* packed_b, index_t padded_cols,
+                   index_t c0, index_t c1, float* c, index_t ldc);
   // Rows rounded up to whole panels of mr, columns to whole panels of nr.
   index_t padded_rows(index_t rows) const { return (rows + mr - 1) / mr * mr; }
   index_t padded_cols(index_t cols) const { return (cols + nr - 1) / nr * nr; }
