@@ -189,8 +189,7 @@ std::vector<double> softmax(const float* logits, index_t n) {
 
 int fill_mask(const Options& o) {
   using Model = models::BertForMaskedLM<float>;
-  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16});
-  if (o.pack) bert.model.pack_weights(eigenformer::FloatWeights::release);
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16, .pack_weights = o.pack});
   require_loaded(bert.report, "masked-LM head", "--fill-mask needs a BertForMaskedLM checkpoint");
   const auto& tok = bert.tokenizer;
   // The WordPiece tokenizer reads "[MASK]" as text ("[", "mask", "]"): encode the pieces between the
@@ -255,8 +254,7 @@ int classify(const Options& o) {
     if (texts.empty()) throw std::runtime_error(o.file + ": no text in the file (one text per line expected)");
   }
   using Model = models::BertForSequenceClassification<float>;
-  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16});
-  if (o.pack) bert.model.pack_weights(eigenformer::FloatWeights::release);
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16, .pack_weights = o.pack});
   require_loaded(bert.report, "classification head", "--classify needs a BertForSequenceClassification checkpoint");
   const auto& config = bert.model.config();
   for (std::size_t i = 0; i < texts.size(); ++i)
@@ -278,8 +276,7 @@ int classify(const Options& o) {
 
 int embed(const Options& o) {
   using Model = models::BertModel<float>;
-  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16});
-  if (o.pack) bert.model.pack_weights(eigenformer::FloatWeights::release);
+  auto bert = models::PretrainedBert<Model>::from_pretrained(o.model, {.bf16_weights = o.bf16, .pack_weights = o.pack});
   if (!bert.model.pooler)
     throw std::runtime_error(bert.report.file + " has no pooler (bert.pooler.dense.weight and .bias); --embed prints the "
                              "pooled [CLS] vector");

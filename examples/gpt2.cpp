@@ -197,8 +197,7 @@ std::string compare_with_bf16(models::GPT2LMHeadModel<float>& model, const std::
 int run(const Options& o) {
   if (o.threads > 0) eigenformer::set_num_threads(o.threads);
   // bf16: each weight matrix converted as it is read, so memory never holds the float model.
-  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model, {.bf16_weights = o.bf16});
-  if (o.pack) gpt2.model.pack_weights(eigenformer::FloatWeights::release);
+  auto gpt2 = models::PretrainedGPT2<float>::from_pretrained(o.model, {.bf16_weights = o.bf16, .pack_weights = o.pack});
   auto& tok = gpt2.tokenizer;
   std::vector<std::int64_t> ids = tok.encode(o.prompt);
   const std::int64_t eot = tok.eot_id();

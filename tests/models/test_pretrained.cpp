@@ -407,3 +407,40 @@ TEST_CASE("gpt2_from_pretrained: bf16_weights converts each weight as it is read
   CHECK_THROWS_WITH_AS(models::gpt2_from_pretrained<double>(tiny_dir, {.bf16_weights = true}),
                        doctest::Contains("bf16_weights needs a float model"), std::invalid_argument);
 }
+
+// PretrainedOptions::pack_weights: every Conv1D weight packed as it is read and its float values freed, wte
+// with the tied head's packed copy, which its lookups then read. The result must be the model that a float
+// load followed by pack_weights(FloatWeights::release) gives: the same logits and attention weights bit for bit
+// (the same kernel over the same panels), one-token steps too. With bf16_weights, or for a double model, it
+// is refused.
+TEST_CASE("gpt2_from_pretrained: pack_weights packs each weight as it is read, to the model pack_weights makes") {
+  auto held = models::gpt2_from_pretrained<float>(tiny_dir, {.pack_weights = true});
+  auto packed_after = models::gpt2_from_pretrained<float>(tiny_dir);
+  packed_after.pack_weights(ef::FloatWeights::release);
+  CHECK_FALSE(held.is_training());
+  if (ef::backend::detail::packed_weights_supported()) {
+    CHECK(held.transformer.wte.weight.float_released());
+    CHECK(held.transformer.h[0].mlp.c_fc.weight.float_released());
+    REQUIRE(held.transformer.h[0].mlp.c_fc.packed_weight() != nullptr);
+  } else {
+    MESSAGE("no packed kernel on this CPU: nothing is packed or released");
+    CHECK_FALSE(held.transformer.wte.weight.float_released());
+  }
+  CHECK(held.transformer.wpe.weight.data.to_vector() == packed_after.transformer.wpe.weight.data.to_vector());
+  const auto& at = hf_case("attentions");
+  const auto ids = at.at("ids").get<std::vector<std::int64_t>>();
+  std::vector<ef::Tensor<float, 4>> held_attentions, after_attentions;
+  CHECK(held.forward(ids, &held_attentions).to_vector() == packed_after.forward(ids, &after_attentions).to_vector());
+  REQUIRE(held_attentions.size() == after_attentions.size());
+  std::size_t layers = 0;
+  for (std::size_t l = 0; l < held_attentions.size(); ++l, ++layers)
+    CHECK(held_attentions[l].to_vector() == after_attentions[l].to_vector());
+  check_ran_at_least(layers, 1, "attention layers");
+  const std::vector<std::int64_t> one{ids.at(0)};
+  CHECK(held.forward(one).to_vector() == packed_after.forward(one).to_vector());
+
+  CHECK_THROWS_WITH_AS(models::gpt2_from_pretrained<float>(tiny_dir, {.bf16_weights = true, .pack_weights = true}),
+                       doctest::Contains("choose one"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(models::gpt2_from_pretrained<double>(tiny_dir, {.pack_weights = true}),
+                       doctest::Contains("pack_weights needs a float model"), std::invalid_argument);
+}

@@ -458,3 +458,28 @@ TEST_CASE_TEMPLATE("bert_from_pretrained: bf16_weights converts each weight as i
   CHECK_THROWS_WITH_AS((void)models::bert_from_pretrained<models::BertForSequenceClassification<double>>(cls_dir, {.bf16_weights = true}),
                        doctest::Contains("bf16_weights needs a float model"), std::invalid_argument);
 }
+
+// PretrainedOptions::pack_weights for BERT: the model loaded, then packed with pack_weights(FloatWeights::release)
+// (query, key and value side by side); a head the file lacks is drawn first. The same logits, bit for bit, as a
+// float load followed by that call. Refused with bf16_weights and for a double model.
+TEST_CASE_TEMPLATE("bert_from_pretrained: pack_weights holds the weights only packed, as pack_weights makes them",
+                   Model, models::BertForMaskedLM<float>, models::BertForSequenceClassification<float>) {
+  std::size_t dirs = 0;
+  for (const auto& dir : {mlm_dir, cls_dir}) {
+    INFO(dir.filename().string());
+    ef::manual_seed(5);
+    auto held = models::bert_from_pretrained<Model>(dir, {.pack_weights = true});
+    ef::manual_seed(5);
+    auto packed_after = models::bert_from_pretrained<Model>(dir);
+    packed_after.pack_weights(ef::FloatWeights::release);
+    CHECK_FALSE(held.is_training());
+    CHECK(held.bert.encoder.layer[0].output.dense.weight.float_released() ==
+          ef::backend::detail::packed_weights_supported());
+    const auto ids = ef::from_vector<std::int64_t, 2>({2, 5}, {2, 7, 9, 11, 3, 2, 4, 5, 6, 3});  // 10 rows, ids below 60
+    CHECK(held.forward(ids).to_vector() == packed_after.forward(ids).to_vector());
+    ++dirs;
+  }
+  check_ran(dirs, 2, "directories");
+  CHECK_THROWS_WITH_AS((void)models::bert_from_pretrained<Model>(mlm_dir, {.bf16_weights = true, .pack_weights = true}),
+                       doctest::Contains("choose one"), std::invalid_argument);
+}

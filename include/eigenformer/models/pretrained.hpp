@@ -70,6 +70,12 @@ struct PretrainedOptions {
   // bert-base-uncased). The model then serves inference only. transformers' torch_dtype=torch.bfloat16, with
   // float arithmetic.
   bool bf16_weights = false;
+  // Hold the weight matrices only in the packed kernel's order, float32, as pack_weights(FloatWeights::release)
+  // does (tensor/packed_matrix.hpp): the packed products in the float model's memory, inference only. GPT-2
+  // packs each matrix as it is read (its wte with the tied head's copy, which the lookups then read), so that
+  // memory never holds the float model and a packed copy of its largest matrix at once; BERT packs after
+  // loading (query, key and value side by side). Not with bf16_weights.
+  bool pack_weights = false;
   // (No generator: a model draws its dropout masks from eigenformer::current_generator() while it runs, so
   // training with a generator of one's own is a GeneratorGuard around the forward, not a loading option.)
 };
@@ -297,24 +303,40 @@ void load_gpt2_state_dict(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& 
         }
     }
   }
-  // bfloat16 storage: each weight matrix converted as soon as it is read (see PretrainedOptions::bf16_weights).
+  // bfloat16 or packed storage: each weight matrix converted as soon as it is read (see
+  // PretrainedOptions::bf16_weights, pack_weights).
+  if (options.bf16_weights && options.pack_weights)
+    throw std::invalid_argument("load_gpt2_state_dict: bf16_weights and pack_weights both ask for the only copy of the "
+                                "weights; choose one");
   std::unordered_map<std::string, nn::Conv1D<T>*> conv1d_by_weight;
-  if (options.bf16_weights) {
+  if (options.bf16_weights || options.pack_weights) {
     if constexpr (!std::is_same_v<T, float>) {
-      throw std::invalid_argument("load_gpt2_state_dict: bf16_weights needs a float model; this one holds double");
+      throw std::invalid_argument(std::string("load_gpt2_state_dict: ") +
+                                  (options.bf16_weights ? "bf16_weights" : "pack_weights") +
+                                  " needs a float model; this one holds double");
     } else {
       for (auto& [name, module] : model.named_modules())
         if (auto* conv = dynamic_cast<nn::Conv1D<T>*>(module)) conv1d_by_weight.emplace(name + ".weight", conv);
       lo.loaded = [&](const std::string& name) {
-        if (name == "transformer.wte.weight") model.transformer.wte.to_bf16_weights(FloatWeights::release);
-        else if (const auto found = conv1d_by_weight.find(name); found != conv1d_by_weight.end())
-          found->second->to_bf16_weights(FloatWeights::release);
+        if (name == "transformer.wte.weight") {
+          if (options.bf16_weights) {
+            model.transformer.wte.to_bf16_weights(FloatWeights::release);
+          } else {
+            model.lm_head.pack_weights(model.transformer.wte.weight.data, FloatWeights::release);
+            if (model.lm_head.packed_weight()) model.transformer.wte.use_packed_table(*model.lm_head.packed_weight());
+          }
+        } else if (const auto found = conv1d_by_weight.find(name); found != conv1d_by_weight.end()) {
+          if (options.bf16_weights) found->second->to_bf16_weights(FloatWeights::release);
+          else found->second->pack_weights(FloatWeights::release);
+        }
       };
     }
   }
   io::load_state_dict(model, file, lo);
-  if constexpr (std::is_same_v<T, float>)
-    if (options.bf16_weights) model.to_bf16_weights(FloatWeights::release);  // the tied head; weights not in the file
+  if constexpr (std::is_same_v<T, float>) {  // the tied head; weights not in the file
+    if (options.bf16_weights) model.to_bf16_weights(FloatWeights::release);
+    if (options.pack_weights) model.pack_weights(FloatWeights::release);
+  }
 }
 
 // A GPT2LMHeadModel<T> from a Hugging Face model directory (config.json + model.safetensors), in eval mode

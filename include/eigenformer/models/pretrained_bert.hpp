@@ -383,8 +383,13 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
   constexpr bool is_mlm = std::is_same_v<Model, BertForMaskedLM<T>>;
   constexpr bool bare = std::is_same_v<Model, BertModel<T>>;  // our names have no "bert." prefix
   if constexpr (!std::is_same_v<T, float>)
-    if (options.bf16_weights)
-      throw std::invalid_argument("load_bert_state_dict: bf16_weights needs a float model; this one holds double");
+    if (options.bf16_weights || options.pack_weights)
+      throw std::invalid_argument(std::string("load_bert_state_dict: ") +
+                                  (options.bf16_weights ? "bf16_weights" : "pack_weights") +
+                                  " needs a float model; this one holds double");
+  if (options.bf16_weights && options.pack_weights)
+    throw std::invalid_argument("load_bert_state_dict: bf16_weights and pack_weights both ask for the only copy of the "
+                                "weights; choose one");
   BertLoadReport report;
   report.file = file.source();
   report.architecture = bert_architecture<Model>::name;
@@ -494,8 +499,10 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
     }
   }
   // The weights the file lacked (a new classifier), the tied decoder and the side-by-side packed copies.
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     if (options.bf16_weights) model.to_bf16_weights(FloatWeights::release);
+    if (options.pack_weights) model.pack_weights(FloatWeights::release);
+  }
   report.newly_initialized = std::move(new_heads);
   if (!options.strict) {
     report.missing = std::move(missing_body);
