@@ -73,8 +73,8 @@ struct PretrainedOptions {
   // Hold the weight matrices only in the packed kernel's order, float32, as pack_weights(FloatWeights::release)
   // does (tensor/packed_matrix.hpp): the packed products in the float model's memory, inference only. GPT-2
   // packs each matrix as it is read (its wte with the tied head's copy, which the lookups then read), so that
-  // memory never holds the float model and a packed copy of its largest matrix at once; BERT packs after
-  // loading (query, key and value side by side). Not with bf16_weights.
+  // memory never holds the float model and a packed copy of its largest matrix at once; BERT too, but for
+  // query, key and value, packed side by side once loaded. Not with bf16_weights.
   bool pack_weights = false;
   // (No generator: a model draws its dropout masks from eigenformer::current_generator() while it runs, so
   // training with a generator of one's own is a GeneratorGuard around the forward, not a loading option.)
