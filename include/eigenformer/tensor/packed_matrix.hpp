@@ -11,6 +11,8 @@
 //     from the float weight (the register block sees the same panels in the same order);
 //   - the copy is a snapshot: after the weight changes (an optimiser step, load_state_dict), pack_weights()
 //     again. A product that finds the weight no longer matching its copy throws instead of using it.
+//   - or, with pack_weights(FloatWeights::release), the copy alone: the float weight freed, every product of
+//     the layer (few rows too: backend::gemm(a, PackedMatrix, c)) reading the copy, inference only.
 //   - the copy is laid out for the kernel that packed it (panels of 32 columns for AVX-512, 16 for AVX2) and
 //     read by that kernel only: after backend::set_max_cpu_isa chooses another, products read the float
 //     weight (same bits) until pack_weights() is called again.
