@@ -409,7 +409,7 @@ def run(args):
     if any(w.startswith(("gpt2_s", "bert_")) for w in chosen):
         notes.append("Our forward passes ran after model.pack_weights(FloatWeights::release) (every weight matrix held "
                      "only in the packed kernel's order: no repacking per product, no float copy beside it; GPT-2's "
-                     "tied head keeps a packed copy beside wte)" if PACK_WEIGHTS[0] else
+                     "wte held by its tied head's copy)" if PACK_WEIGHTS[0] else
                      "Our forward passes ran without model.pack_weights() (--no-pack).")
     if GEMM in chosen:
         notes.append("SGEMM: PyTorch's columns are torch.mm with torch on 1 thread and OpenBLAS on 1 / 2; each side's "
