@@ -447,7 +447,7 @@ TEST_CASE_TEMPLATE("bert_from_pretrained: bf16_weights converts each weight as i
     const auto held_params = held.named_parameters(), kept_params = kept.named_parameters();
     REQUIRE(held_params.size() == kept_params.size());
     for (std::size_t i = 0; i < held_params.size(); ++i)
-      if (!held_params[i].state->float_released) CHECK(held_params[i].data.to_vector() == kept_params[i].data.to_vector());
+      if (!held_params[i].state->float_released()) CHECK(held_params[i].data.to_vector() == kept_params[i].data.to_vector());
 
     const auto& c = hf_bert_case("classify");  // a padded batch
     const auto ids = to_tensor<std::int64_t, 2>(c.at("ids")), mask = to_tensor<std::int64_t, 2>(c.at("attention_mask"));

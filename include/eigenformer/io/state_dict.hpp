@@ -43,7 +43,7 @@ template <floating_element T>
 std::vector<StateEntry<T>> state_entries(nn::Module<T>& module) {
   std::vector<StateEntry<T>> out;
   for (auto& p : module.named_parameters()) {
-    if (p.state->float_released)
+    if (p.state->float_released())
       throw checkpoint_error("state dict: parameter " + quote_name(p.name) + " " + shape_string(p.shape) +
                              " is held only as " + p.state->held_as +
                              ", which freed its float values, so it can be neither saved nor loaded; use a model that "

@@ -292,7 +292,7 @@ class BertSelfAttention : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     const int biases = int(query.bias.has_value()) + int(key.bias.has_value()) + int(value.bias.has_value());
-    if (biases % 3 != 0 || qkv_released_) return;
+    if (biases % 3 != 0 || qkv_held_only_packed()) return;
     if (query.weight.float_released() || key.weight.float_released() || value.weight.float_released())
       throw std::logic_error(std::string("BertSelfAttention.pack_weights: the query, key and value weights are held only as ") +
                              query.weight.held_as() + ", so there are no float values to pack");
@@ -301,10 +301,8 @@ class BertSelfAttention : public nn::Module<T> {
     query.unpack_weights();
     key.unpack_weights();
     value.unpack_weights();
-    if (floats == FloatWeights::release) {
+    if (floats == FloatWeights::release)
       for (nn::Linear<T>* lin : {&query, &key, &value}) lin->weight.release_float_(eigenformer::detail::held_as_packed);
-      qkv_released_ = true;
-    }
   }
   // The side-by-side packed copy, or null before pack_weights() (or where there is no packed kernel:
   // backend::cpu_isa()).
@@ -316,7 +314,7 @@ class BertSelfAttention : public nn::Module<T> {
   void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
     requires std::is_same_v<T, float>
   {
-    if (qkv_released_)
+    if (qkv_held_only_packed())
       throw std::logic_error(std::string("BertSelfAttention.to_bf16_weights: the query, key and value weights are held "
                                          "only as ") + eigenformer::detail::held_as_packed +
                              ", so there are no float values to round; convert a model that keeps its float weights");
@@ -351,6 +349,10 @@ class BertSelfAttention : public nn::Module<T> {
   }
 
  private:
+  // The three float weights freed by pack_weights(FloatWeights::release): qkv_packed_ is all there is (a
+  // release by to_bf16_weights drops qkv_packed_).
+  bool qkv_held_only_packed() const noexcept { return !qkv_packed_.empty() && query.weight.float_released(); }
+
   // (C, 3C): the weights as the product reads them, side by side.
   std::vector<Tensor<T, 2>> qkv_weights() const {
     return {query.weight.data.t(), key.weight.data.t(), value.weight.data.t()};
@@ -360,13 +362,14 @@ class BertSelfAttention : public nn::Module<T> {
   // is one and this forward may read it (inference, enough rows); false otherwise.
   bool project_packed_qkv(const Tensor<T, 2>& x2, Tensor<T, 2>& qkv) const {
     if constexpr (std::is_same_v<T, float>) {
-      if (qkv_released_ && this->records_for_backward())
+      const bool released = qkv_held_only_packed();
+      if (released && this->records_for_backward())
         throw std::logic_error(std::string("BertSelfAttention.forward: the layer is in training mode, but its query, key "
                                            "and value weights are held only as ") + eigenformer::detail::held_as_packed +
                                " and training needs the float weights; call eval(), run under InferenceMode, or train "
                                "a model that keeps its float weights");
-      if (!qkv_released_ && (!qkv_packed_.serves(x2.shape()[0]) || this->records_for_backward())) return false;
-      if (!qkv_released_ && !qkv_packed_.matches(qkv_weights()))
+      if (!released && (!qkv_packed_.serves(x2.shape()[0]) || this->records_for_backward())) return false;
+      if (!released && !qkv_packed_.matches(qkv_weights()))
         throw std::logic_error("BertSelfAttention.forward: the query, key or value weight has changed since it was "
                                "packed; call pack_weights() again after changing weights");
       const auto bias =
@@ -384,7 +387,6 @@ class BertSelfAttention : public nn::Module<T> {
   };
   index_t dim_, heads_;
   PackedMatrix qkv_packed_;
-  bool qkv_released_ = false;  // the three float weights freed: qkv_packed_ is all there is
 };
 
 namespace detail::bert {
@@ -878,6 +880,14 @@ class BertForMaskedLM : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     detail::bert::pack_weights(*this, floats);
+    pack_tied_decoder(floats);
+  }
+  // The tied decoder's packed copy of the word embeddings alone (what pack_weights does last); with
+  // FloatWeights::release the only copy of the table, whose lookups then read it. For a loader that packs each
+  // weight as it is read.
+  void pack_tied_decoder(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
     auto& words = bert.embeddings.word_embeddings;
     cls.predictions.decoder.pack_weights(words.weight.data, floats);
     if (floats == FloatWeights::release && cls.predictions.decoder.packed_weight()) {

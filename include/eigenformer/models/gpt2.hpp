@@ -510,6 +510,13 @@ class GPT2LMHeadModel : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     nn::pack_weights(*this, {}, floats);
+    pack_tied_head(floats);
+  }
+  // The tied head's packed copy of wte alone (what pack_weights does last); with FloatWeights::release the only
+  // copy of wte, whose lookups then read it. For a loader that packs each weight as it is read.
+  void pack_tied_head(FloatWeights floats = FloatWeights::keep)
+    requires std::is_same_v<T, float>
+  {
     lm_head.pack_weights(transformer.wte.weight.data, floats);
     if (floats == FloatWeights::release && lm_head.packed_weight()) {
       transformer.wte.use_packed_table(*lm_head.packed_weight());

@@ -322,8 +322,7 @@ void load_gpt2_state_dict(GPT2LMHeadModel<T>& model, const io::SafeTensorsFile& 
           if (options.bf16_weights) {
             model.transformer.wte.to_bf16_weights(FloatWeights::release);
           } else {
-            model.lm_head.pack_weights(model.transformer.wte.weight.data, FloatWeights::release);
-            if (model.lm_head.packed_weight()) model.transformer.wte.use_packed_table(*model.lm_head.packed_weight());
+            model.pack_tied_head(FloatWeights::release);
           }
         } else if (const auto found = conv1d_by_weight.find(name); found != conv1d_by_weight.end()) {
           if (options.bf16_weights) found->second->to_bf16_weights(FloatWeights::release);

@@ -483,24 +483,14 @@ BertLoadReport load_bert_state_dict(Model& model, const io::SafeTensorsFile& fil
       };
     } else if (options.pack_weights) {
       // Packed as read, but for query, key and value, which are packed side by side once all three are in
-      // (model.pack_weights below), and the word embeddings, whose only copy a masked-LM decoder then holds.
-      nn::Embedding<T>* words = nullptr;
-      if constexpr (bare) words = &model.embeddings.word_embeddings;
-      else words = &model.bert.embeddings.word_embeddings;
+      // (model.pack_weights below), and a masked-LM model's word embeddings, whose only copy its decoder then holds.
       for (auto& [name, module] : model.named_modules())
         if (auto* linear = dynamic_cast<nn::Linear<T>*>(module))
           if (!name.ends_with(".self.query") && !name.ends_with(".self.key") && !name.ends_with(".self.value"))
             linear_by_weight.emplace(name + ".weight", linear);
-      const std::string words_name = bare ? "embeddings.word_embeddings.weight" : "bert.embeddings.word_embeddings.weight";
-      lo.loaded = [&linear_by_weight, &model, words, words_name](const std::string& name) {
-        if constexpr (is_mlm) {
-          if (name == words_name) {
-            auto& decoder = model.cls.predictions.decoder;
-            decoder.pack_weights(words->weight.data, FloatWeights::release);
-            if (decoder.packed_weight()) words->use_packed_table(*decoder.packed_weight());
-            return;
-          }
-        }
+      lo.loaded = [&](const std::string& name) {
+        if constexpr (is_mlm)
+          if (name == "bert.embeddings.word_embeddings.weight") return model.pack_tied_decoder(FloatWeights::release);
         if (const auto found = linear_by_weight.find(name); found != linear_by_weight.end())
           found->second->pack_weights(FloatWeights::release);
       };

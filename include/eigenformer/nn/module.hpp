@@ -79,9 +79,9 @@ template <floating_element T>
 struct ParameterState {
   index_t numel = 0;
   bool requires_grad = true;
-  bool float_released = false;  // see Parameter::float_released
-  // What holds the values instead, for error messages: how the layer released them.
+  // How the layer holds the values once it released the float ones (for messages), "" while it has not.
   const char* held_as = "";
+  bool float_released() const noexcept { return held_as[0] != '\0'; }  // see Parameter::float_released
   Tensor<T, 1> grad{zeros<T>(Shape<1>{0})};
   bool has_grad() const noexcept { return grad.numel() == numel && numel > 0; }
   Tensor<T, 1>& grad_buffer() {
@@ -135,7 +135,7 @@ class Parameter {
   // printing and parameter counts are unchanged) but holds no values: a broadcast NaN, so that nothing can
   // mistake it for the weight. What needs the float values refuses such a parameter with a message that says
   // so: a recording (training) forward, state_dict and load_state_dict, optimizers, a second conversion.
-  bool float_released() const noexcept { return state_->float_released; }
+  bool float_released() const noexcept { return state_->float_released(); }
   // How the values are held once released, for messages: "bfloat16 (to_bf16_weights with FloatWeights::release)"
   // or the packed one; empty while the float values are there.
   const char* held_as() const noexcept { return state_->held_as; }
@@ -145,7 +145,6 @@ class Parameter {
     Shape<Rank> one;
     one.fill(1);
     data = full<T>(one, std::numeric_limits<T>::quiet_NaN()).expand(data.shape());
-    state_->float_released = true;
     state_->held_as = held_as;
   }
   // Gives a released parameter its float values back (values of its shape), as the layer that held them
@@ -155,7 +154,6 @@ class Parameter {
       throw shape_error("Parameter::restore_float_: values " + shape_string(values.shape()) + " for a parameter of " +
                         shape_string(data.shape()));
     data = std::move(values);
-    state_->float_released = false;
     state_->held_as = "";
   }
 

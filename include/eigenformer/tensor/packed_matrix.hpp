@@ -114,7 +114,7 @@ class PackedMatrix {
   bool serves(index_t rows) const { return !empty() && kernel_ == backend::detail::packed_product_kernel<float>(rows); }
   // Whether the kernel in use now is the one this copy was packed for, so that it can read it for a product of
   // any number of rows (a weight that exists only packed: backend::gemm(a, packed, c)).
-  bool readable() const { return !empty() && kernel_ == backend::detail::packed_product_kernel<float>(1 << 20); }
+  bool readable() const { return serves(1 << 20); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(rows_ * padded_cols_) * sizeof(float); }
   std::string shape_string() const { return eigenformer::detail::rows_cols_string(rows_, cols_); }
 

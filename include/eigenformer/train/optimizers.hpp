@@ -132,7 +132,7 @@ void check_parameter(const NamedParameter<T>& p, const char* who) {
   if (!p.state)
     throw std::invalid_argument(std::string(who) + ": parameter " + p.name +
                                 " has no gradient state (build the list with Module::named_parameters())");
-  if (p.state->float_released)
+  if (p.state->float_released())
     throw std::invalid_argument(std::string(who) + ": parameter " + p.name +
                                 " is held only as " + p.state->held_as + ", so there is "
                                 "no float value to update; train a model that keeps its float weights");
