@@ -2,9 +2,10 @@
 // names in bench/torch_gpt2.py (run both with bench/compare.py). Weights are random: speed does not depend
 // on their values, and no checkpoint is needed.
 //   BM_gpt2_forward/<t>         one t-token sequence (128, 512) through the whole model (logits for every position)
-//   BM_gpt2_forward_packed/<t>  the same after model.pack_weights(FloatWeights::release) (every Conv1D weight held only
-//                               in the packed kernel's order, the tied head's packed copy beside wte: the products
-//                               of pack_weights() with the float weights kept, at less memory)
+//   BM_gpt2_forward_packed/<t>  the same with every weight matrix held only in the packed kernel's order
+//                               (FloatWeights::release, packed as it is drawn, as loading with pack_weights does;
+//                               wte's lookups read the tied head's packed copy): the products of pack_weights()
+//                               with the float weights kept, at less memory
 //   BM_gpt2_decode_step         one new token with a KV cache already holding 128 tokens
 //   BM_gpt2_decode_step_packed  the same with BM_gpt2_forward_packed's model (weights held only packed)
 //   BM_gpt2_greedy_decode/<n>   n greedy tokens after a 128-token prompt in the cache (the prompt untimed): the
@@ -113,10 +114,23 @@ ef::models::GPT2LMHeadModel<float>& gpt2_small_bf16() {
   return model;
 }
 
+// GPT-2 small holding its weight matrices only packed (FloatWeights::release), built the way
+// load_pretrained(dir, {.pack_weights = true}) loads it and for gpt2_small_bf16's reason: each matrix drawn
+// into untouched zero pages, packed, its float values freed. Packing the float model after building it held
+// wte twice for a moment, and that moment was this process's peak RSS (642 MB where loading peaks at 525).
 ef::models::GPT2LMHeadModel<float>& gpt2_small_packed() {
   static ef::models::GPT2LMHeadModel<float> model = [] {
-    auto m = make_gpt2_small();
-    m.pack_weights(ef::FloatWeights::release);
+    ef::manual_seed(0);
+    ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_small(), ef::models::no_init);
+    ef::normal_(m.transformer.wte.weight.data, 0.0, 0.02);
+    m.pack_tied_head(ef::FloatWeights::release);  // the head's packed copy becomes the only table
+    ef::normal_(m.transformer.wpe.weight.data, 0.0, 0.02);
+    for (auto& [name, module] : m.named_modules())
+      if (auto* conv = dynamic_cast<ef::nn::Conv1D<float>*>(module)) {
+        ef::normal_(conv->weight.data, 0.0, 0.02);
+        conv->pack_weights(ef::FloatWeights::release);
+      }
+    m.eval();
     return m;
   }();
   return model;

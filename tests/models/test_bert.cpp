@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include <eigenformer/io/state_dict.hpp>
 #include <eigenformer/models/bert.hpp>
 #include <sstream>
 
@@ -222,6 +223,16 @@ TEST_CASE("BERT: pack_weights leaves the logits bit for bit, and a weight change
     CHECK_THROWS_WITH_AS(classifier.forward(ids, mask, types), doctest::Contains("pack_weights() again"), std::logic_error);
   classifier.pack_weights();
   CHECK_NOTHROW(classifier.forward(ids, mask, types));
+  // The biases are not part of that check: [bq | bk | bv] is concatenated once at packing, and a bias changed
+  // since is read as it is now, giving the bits of a model that was never packed.
+  models::BertForSequenceClassification<float> plain(cfg);
+  ef::io::load_state_dict(plain, ef::io::state_dict(classifier));
+  plain.eval();
+  for (auto* m : {&classifier, &plain}) m->bert.encoder.layer[0].attention.self.key.bias->data(1) += 0.25f;
+  const auto cls_bias = classifier.forward(ids, mask, types), plain_bias = plain.forward(ids, mask, types);
+  REQUIRE(cls_bias.shape() == plain_bias.shape());
+  CHECK(std::memcmp(cls_bias.data(), plain_bias.data(), sizeof(float) * plain_bias.numel()) == 0);
+  CHECK(std::memcmp(cls_bias.data(), cls_after.data(), sizeof(float) * cls_after.numel()) != 0);
 }
 
 TEST_CASE("BERT: a padded batch gives every sentence what it gets alone") {

@@ -52,6 +52,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -296,7 +297,7 @@ class BertSelfAttention : public nn::Module<T> {
     if (query.weight.float_released() || key.weight.float_released() || value.weight.float_released())
       throw std::logic_error(std::string("BertSelfAttention.pack_weights: the query, key and value weights are held only as ") +
                              query.weight.held_as() + ", so there are no float values to pack");
-    qkv_packed_ = PackedMatrix::side_by_side(qkv_weights());
+    pack_side_by_side();
     if (qkv_packed_.empty()) return;
     query.unpack_weights();
     key.unpack_weights();
@@ -322,8 +323,8 @@ class BertSelfAttention : public nn::Module<T> {
     key.to_bf16_weights(floats);
     value.to_bf16_weights(floats);
     if (qkv_packed_.empty()) return;
-    if (floats == FloatWeights::release) qkv_packed_ = PackedMatrix();
-    else qkv_packed_ = PackedMatrix::side_by_side(qkv_weights());
+    if (floats == FloatWeights::release) qkv_packed_ = PackedMatrix(), qkv_bias_ = Tensor<T, 1>();
+    else pack_side_by_side();
   }
 
   // dL/dx from dL/d(contexts); accumulates the three projections' gradients.
@@ -358,6 +359,29 @@ class BertSelfAttention : public nn::Module<T> {
     return {query.weight.data.t(), key.weight.data.t(), value.weight.data.t()};
   }
 
+  // The side-by-side copy and [bq | bk | bv], concatenated here once rather than on every forward (where it was
+  // the forward's only heap allocation once the allocator's caches were warm: 12 a BERT-base forward).
+  void pack_side_by_side() {
+    if constexpr (std::is_same_v<T, float>) {
+      qkv_packed_ = PackedMatrix::side_by_side(qkv_weights());
+      qkv_bias_ = query.bias && !qkv_packed_.empty()
+                      ? cat<T, 1>({query.bias->data, key.bias->data, value.bias->data}, 0)
+                      : Tensor<T, 1>();
+    }
+  }
+  // Whether the biases still hold the values concatenated at packing, bit for bit (they are not part of the
+  // packed copy's staleness check, so a changed bias is concatenated afresh rather than refused).
+  bool qkv_bias_current() const {
+    const nn::Linear<T>* parts[3] = {&query, &key, &value};
+    for (index_t i = 0; i < 3; ++i) {
+      const auto& b = parts[i]->bias->data;
+      if (!b.is_contiguous() ||
+          std::memcmp(b.data(), qkv_bias_.data() + i * dim_, sizeof(T) * static_cast<std::size_t>(dim_)) != 0)
+        return false;
+    }
+    return true;
+  }
+
   // qkv = x2 [Wq^T | Wk^T | Wv^T] + [bq | bk | bv] as one product from the side-by-side packed copy, when there
   // is one and this forward may read it (inference, enough rows); false otherwise.
   bool project_packed_qkv(const Tensor<T, 2>& x2, Tensor<T, 2>& qkv) const {
@@ -372,9 +396,14 @@ class BertSelfAttention : public nn::Module<T> {
       if (!released && !qkv_packed_.matches(qkv_weights()))
         throw std::logic_error("BertSelfAttention.forward: the query, key or value weight has changed since it was "
                                "packed; call pack_weights() again after changing weights");
-      const auto bias =
-          query.bias ? cat<T, 1>({query.bias->data, key.bias->data, value.bias->data}, 0) : Tensor<T, 1>();
-      backend::gemm(x2, qkv_packed_, qkv, {query.bias ? &bias : nullptr, backend::Activation::none});
+      if (!query.bias) {
+        backend::gemm(x2, qkv_packed_, qkv);
+      } else if (qkv_bias_current()) {
+        backend::gemm(x2, qkv_packed_, qkv, {&qkv_bias_, backend::Activation::none});
+      } else {
+        const auto bias = cat<T, 1>({query.bias->data, key.bias->data, value.bias->data}, 0);
+        backend::gemm(x2, qkv_packed_, qkv, {&bias, backend::Activation::none});
+      }
       return true;
     } else {
       return false;
@@ -387,6 +416,7 @@ class BertSelfAttention : public nn::Module<T> {
   };
   index_t dim_, heads_;
   PackedMatrix qkv_packed_;
+  Tensor<T, 1> qkv_bias_;  // [bq | bk | bv] as they were at packing (empty without biases or a packed copy)
 };
 
 namespace detail::bert {

@@ -130,7 +130,7 @@ class PackedMatrix {
         const index_t kc = std::min<index_t>(backend::detail::sgemm_kc, rows_ - pc);
         for (index_t p = p0; p < p1; ++p) {
           const index_t j0 = p * nr, width = std::min(nr, cols_ - j0);
-          const float* panel = src + pc * padded_cols_ + j0 * kc;
+          const float* panel = src + backend::detail::packed_panel_offset(pc, j0, kc, padded_cols_);
           for (index_t r = 0; r < kc; ++r)
             std::memcpy(dst + (pc + r) * cols_ + j0, panel + r * nr, sizeof(float) * static_cast<std::size_t>(width));
         }
@@ -145,7 +145,7 @@ class PackedMatrix {
     const index_t nr = kernel_->nr, lane = j % nr, panel = j - lane;
     for (index_t pc = 0; pc < rows_; pc += backend::detail::sgemm_kc) {
       const index_t kc = std::min<index_t>(backend::detail::sgemm_kc, rows_ - pc);
-      const float* from = data_.get() + pc * padded_cols_ + panel * kc + lane;
+      const float* from = data_.get() + backend::detail::packed_panel_offset(pc, panel, kc, padded_cols_) + lane;
       for (index_t r = 0; r < kc; ++r) out[pc + r] = from[r * nr];
     }
   }
@@ -186,7 +186,7 @@ class PackedMatrix {
       for (index_t pc = 0; pc < k; pc += sgemm_kc) {
         const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
         const float* from = col_major ? src + pc + j0 * ld : src + pc * ld + j0;
-        kernel_->pack_b(from, col_major, ld, kc, j1 - j0, out + pc * padded_cols_ + (col0 + j0) * kc);
+        kernel_->pack_b(from, col_major, ld, kc, j1 - j0, out + packed_panel_offset(pc, col0 + j0, kc, padded_cols_));
       }
     });
   }

@@ -44,6 +44,14 @@ inline constexpr index_t sgemm_nc = 1024;
 // Rows up to which a product with a packed weight takes the few-row kernel (SgemmKernel::few_rows).
 inline constexpr index_t sgemm_few_rows = 4;
 
+// Where a panel starts in a packed b (PackedMatrix), for the packer, the kernels and the readers alike: the k
+// blocks of sgemm_kc rows lie one after another (block pc after pc whole rows of padded_cols floats), and in
+// each block its panels of nr columns (the one starting at column j0 after j0 columns of kc floats, kc being
+// that block's depth), each panel kc rows of nr values.
+inline constexpr index_t packed_panel_offset(index_t pc, index_t j0, index_t kc, index_t padded_cols) noexcept {
+  return pc * padded_cols + j0 * kc;
+}
+
 // Scratch for the packed panels, one per thread, grown on demand and 64-byte aligned.
 struct SgemmScratch {
   std::unique_ptr<float[]> storage;

@@ -329,7 +329,7 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
 
 
 // c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
-// b packed beforehand (a PackedMatrix's data: k block pc at packed_b + pc * padded_cols, in sgemm_pack_b's
+// b packed beforehand (a PackedMatrix's data, laid out as packed_panel_offset says, in sgemm_pack_b's
 // panel order over all columns) and a row- or column-major (stride lda), read in place. r0 and c0 start whole
 // panels. The same register blocks over the same panels as sgemm_packed, so the same bits. With `ahead` (not
 // null), the register blocks ask for its lines, each run spread over its share of them, instead of each next
@@ -348,7 +348,7 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
   for (index_t pc = 0; pc < k; pc += sgemm_kc) {
     const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
     const float block_beta = pc == 0 ? beta : 1.0f;
-    const float* bp = packed_b + pc * padded_cols;
+    const float* bp = packed_b + packed_panel_offset(pc, 0, kc, padded_cols);
     const APanel edge_panel = edge ? sgemm_a_panel(a_col_major, a, lda, whole, r1, pc, kc, edge) : APanel{};
     auto a_panel = [&](index_t ir) {
       return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ir, ir + sgemm_mr, pc, kc, nullptr) : edge_panel;
@@ -367,7 +367,7 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
         next_lines = sgemm_nr * kc / 16;
       } else if (pc + sgemm_kc < k) {
         const index_t next_kc = std::min<index_t>(sgemm_kc, k - pc - sgemm_kc);
-        next = packed_b + (pc + sgemm_kc) * padded_cols + c0 * next_kc;
+        next = packed_b + packed_panel_offset(pc + sgemm_kc, c0, next_kc, padded_cols);
         next_lines = sgemm_nr * next_kc / 16;
       }
       index_t q = 0;
@@ -405,7 +405,7 @@ inline void sgemm_few_rows_block(index_t k, const float* a, index_t lda, const f
   constexpr index_t ahead = 1024;
   for (index_t pc = 0; pc < k; pc += sgemm_kc) {
     const index_t kc = std::min<index_t>(sgemm_kc, k - pc);
-    const float* b = packed_b + pc * padded_cols + c0 * kc;
+    const float* b = packed_b + packed_panel_offset(pc, c0, kc, padded_cols);
     for (index_t j = c0; j < c1; j += sgemm_nr) {
       typename V::reg acc[kRows][nv];
 #pragma GCC unroll 4
