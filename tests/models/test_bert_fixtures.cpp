@@ -27,6 +27,7 @@
 #include "support/cases.hpp"
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/parameters.hpp"
 
 using namespace eftest;
 namespace models = ef::models;
@@ -376,6 +377,18 @@ void check_packed_only_bert(const json& c) {
   const auto hidden = ef::zeros<float>({1, 3, config_of(c).hidden_size});
   CHECK_THROWS_WITH_AS(m.bert.encoder.layer[0].attention.self.query.forward(hidden), doctest::Contains("side by side"),
                        std::logic_error);
+
+  // unpack_weights undoes it: every weight's float values back bit for bit (q, k and v out of their
+  // side-by-side copy, a masked-LM model's word embeddings out of the decoder's), the float model's logits, and
+  // a model that saves and trains again.
+  m.unpack_weights();
+  CHECK(m.bert.encoder.layer[0].attention.self.packed_qkv_weight() == nullptr);
+  CHECK(m.bert.encoder.layer[0].output.dense.packed_weight() == nullptr);
+  check_same_parameters(m, float_model, name + " after unpack_weights");
+  CHECK(m.forward(ids).to_vector() == float_model.forward(ids).to_vector());
+  CHECK_NOTHROW(ef::io::state_dict(m));
+  m.train();
+  CHECK_NOTHROW(m.forward(ids));
 }
 
 }  // namespace

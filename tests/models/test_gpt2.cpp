@@ -28,6 +28,7 @@
 #include "support/cases.hpp"
 #include "support/gradcheck.hpp"
 #include "support/naive.hpp"
+#include "support/parameters.hpp"
 #include "support/nn_fixtures.hpp"
 #include "support/throws.hpp"
 
@@ -805,4 +806,16 @@ TEST_CASE("GPT2LMHeadModel: weights held only packed give the packed model's log
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(m.to_bf16_weights(), doctest::Contains("held only packed"), std::logic_error);
   CHECK(std::isnan(m.transformer.h[0].mlp.c_fc.weight.data(0, 0)));
+
+  // unpack_weights undoes it: every weight's float values back bit for bit (wte's out of the head's copy),
+  // no packed copy left, and a model that saves and trains again.
+  m.unpack_weights();
+  CHECK(m.lm_head.packed_weight() == nullptr);
+  CHECK(m.transformer.h[0].attn.c_attn.packed_weight() == nullptr);
+  CHECK_FALSE(m.transformer.wte.weight.float_released());
+  check_same_parameters(m, kept, "GPT-2 after unpack_weights");
+  CHECK(m.forward(ids).to_vector() == kept.forward(ids).to_vector());
+  CHECK_NOTHROW(ef::io::state_dict(m));
+  m.train();
+  CHECK_NOTHROW(m.forward(ids));
 }

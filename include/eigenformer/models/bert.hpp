@@ -45,7 +45,7 @@
 // Threads: an eval-mode or InferenceMode forward only reads the model, so one model serves many threads.
 //
 // Weights for inference (each model's methods): pack_weights() keeps every weight matrix also in the packed
-// kernel's order (q | k | v side by side); to_bf16_weights() holds the Linear weights and the word embeddings
+// kernel's order (q | k | v side by side), and unpack_weights() undoes it; to_bf16_weights() holds the Linear weights and the word embeddings
 // as bfloat16 (tensor/bf16.hpp), beside the float ones or, with FloatWeights::release, instead of them.
 #pragma once
 
@@ -305,6 +305,18 @@ class BertSelfAttention : public nn::Module<T> {
     if (floats == FloatWeights::release)
       for (nn::Linear<T>* lin : {&query, &key, &value}) lin->weight.release_float_(eigenformer::detail::held_as_packed);
   }
+  // Drops the side-by-side copy; weights it held alone get their float values back from it first, bit for bit.
+  void unpack_weights()
+    requires std::is_same_v<T, float>
+  {
+    if (qkv_held_only_packed()) {
+      const auto dense = qkv_packed_.to_dense();  // (C, 3C): [Wq^T | Wk^T | Wv^T]
+      nn::Linear<T>* parts[3] = {&query, &key, &value};
+      for (index_t i = 0; i < 3; ++i) parts[i]->weight.restore_float_(dense.narrow(1, i * dim_, dim_).t().contiguous());
+    }
+    qkv_packed_ = PackedMatrix();
+    qkv_bias_ = Tensor<T, 1>();
+  }
   // The side-by-side packed copy, or null before pack_weights() (or where there is no packed kernel:
   // backend::cpu_isa()).
   const PackedMatrix* packed_qkv_weight() const noexcept { return qkv_packed_.empty() ? nullptr : &qkv_packed_; }
@@ -434,6 +446,14 @@ inline void pack_weights(nn::Module<float>& root, FloatWeights floats) {
     }
   });
   nn::pack_weights(root, packed_together, floats);
+}
+// What the models' unpack_weights() do: the side-by-side copies first (their three Linears hold no copy of
+// their own), then every other Linear.
+inline void unpack_weights(nn::Module<float>& root) {
+  root.apply([](nn::Module<float>& m) {
+    if (auto* attention = dynamic_cast<BertSelfAttention<float>*>(&m)) attention->unpack_weights();
+  });
+  nn::unpack_weights(root);
 }
 
 // What the models' to_bf16_weights() do: each self-attention's query, key and value (with their side-by-side
@@ -698,6 +718,13 @@ class BertModel : public nn::Module<T> {
   {
     detail::bert::pack_weights(*this, floats);
   }
+  // Undoes pack_weights: every packed copy dropped, weights held only packed given back their float values
+  // first, bit for bit, so the model can be trained or saved again.
+  void unpack_weights()
+    requires std::is_same_v<T, float>
+  {
+    detail::bert::unpack_weights(*this);
+  }
   // bfloat16 weight storage for inference (tensor/bf16.hpp): every Linear weight and the word embeddings
   // rounded to bfloat16, as model.to(torch.bfloat16) would round them, with bfloat16 copies that products
   // read; the arithmetic stays float. Biases, LayerNorm, position and token-type embeddings stay float.
@@ -925,6 +952,15 @@ class BertForMaskedLM : public nn::Module<T> {
       release_cached_memory();
     }
   }
+  // Undoes pack_weights: every packed copy dropped, weights held only packed (the word embeddings too) given
+  // back their float values first, bit for bit, so the model can be trained or saved again.
+  void unpack_weights()
+    requires std::is_same_v<T, float>
+  {
+    bert.embeddings.word_embeddings.use_float_table();
+    cls.predictions.decoder.unpack_weights();
+    detail::bert::unpack_weights(*this);
+  }
   // bfloat16 weight storage, as BertModel::to_bf16_weights; the tied decoder reads the word embeddings'
   // bfloat16 copy, shared, not copied.
   void to_bf16_weights(FloatWeights floats = FloatWeights::keep)
@@ -987,6 +1023,13 @@ class BertForSequenceClassification : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     detail::bert::pack_weights(*this, floats);
+  }
+  // Undoes pack_weights: every packed copy dropped, weights held only packed given back their float values
+  // first, bit for bit, so the model can be trained or saved again.
+  void unpack_weights()
+    requires std::is_same_v<T, float>
+  {
+    detail::bert::unpack_weights(*this);
   }
   // bfloat16 weight storage, as BertModel::to_bf16_weights (the classifier's weight too).
   void to_bf16_weights(FloatWeights floats = FloatWeights::keep)

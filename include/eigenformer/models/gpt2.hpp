@@ -512,6 +512,15 @@ class GPT2LMHeadModel : public nn::Module<T> {
     nn::pack_weights(*this, {}, floats);
     pack_tied_head(floats);
   }
+  // Undoes pack_weights: every packed copy dropped, and weights held only packed (wte too) given back their
+  // float values first, bit for bit, so the model can be trained or saved again.
+  void unpack_weights()
+    requires std::is_same_v<T, float>
+  {
+    transformer.wte.use_float_table();
+    lm_head.unpack_weights();
+    nn::unpack_weights(*this);
+  }
   // The tied head's packed copy of wte alone (what pack_weights does last); with FloatWeights::release the only
   // copy of wte, whose lookups then read it. For a loader that packs each weight as it is read.
   void pack_tied_head(FloatWeights floats = FloatWeights::keep)

@@ -96,6 +96,12 @@ class TiedLMHead : public nn::Module<T> {
     weight_packed_ = PackedMatrix(weight.t());
     packed_only_ = floats == FloatWeights::release && !weight_packed_.empty();
   }
+  // Drops the packed copy: products read the tied float table again. When the copy was the only one
+  // (FloatWeights::release), the embedding must have its table back first (nn::Embedding::use_float_table).
+  void unpack_weights() {
+    weight_packed_ = PackedMatrix();
+    packed_only_ = false;
+  }
   // The packed copy of the tied weight's transpose (C, V), or null before pack_weights.
   const PackedMatrix* packed_weight() const noexcept { return weight_packed_.empty() ? nullptr : &weight_packed_; }
 

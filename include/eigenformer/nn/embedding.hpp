@@ -135,6 +135,15 @@ class Embedding : public Module<T> {
     weight_packed_ = table_t;
     if (!weight.float_released()) weight.release_float_(eigenformer::detail::held_as_packed);
   }
+  // Undoes use_packed_table: the table read back out of the packed copy (bit for bit) into a float table of its
+  // own, which lookups read again. Nothing to do for a table that never used a packed copy.
+  void use_float_table()
+    requires std::is_same_v<T, float>
+  {
+    if (weight_packed_.empty()) return;
+    weight.restore_float_(weight_packed_.to_dense().t().contiguous());
+    weight_packed_ = PackedMatrix();
+  }
   // The (C, V) bfloat16 copy of the table, or null before to_bf16_weights().
   const Bf16Matrix* bf16_weight() const noexcept { return weight_bf16_.empty() ? nullptr : &weight_bf16_; }
 

@@ -30,4 +30,14 @@ inline void pack_weights(Module<float>& root, const std::vector<const Module<flo
   });
 }
 
+// Undoes pack_weights for every nn::Linear and nn::Conv1D under `root`: drops each packed copy, and a weight
+// held only packed gets its float values back from it first (bit for bit), so the model can be trained or
+// saved again. The models' own unpack_weights() also restore their tied tables and side-by-side copies.
+inline void unpack_weights(Module<float>& root) {
+  root.apply([](Module<float>& m) {
+    if (auto* linear = dynamic_cast<Linear<float>*>(&m)) linear->unpack_weights();
+    else if (auto* conv = dynamic_cast<Conv1D<float>*>(&m)) conv->unpack_weights();
+  });
+}
+
 }  // namespace eigenformer::nn
