@@ -807,6 +807,9 @@ TEST_CASE("GPT2LMHeadModel: weights held only packed give the packed model's log
   CHECK_THROWS_WITH_AS(m.to_bf16_weights(), doctest::Contains("held only packed"), std::logic_error);
   CHECK(std::isnan(m.transformer.h[0].mlp.c_fc.weight.data(0, 0)));
 
+  // The head alone cannot drop the only copy of the table it shares with wte.
+  CHECK_THROWS_WITH_AS(m.lm_head.unpack_weights(m.transformer.wte.weight), doctest::Contains("use_float_table"),
+                       std::logic_error);
   // unpack_weights undoes it: every weight's float values back bit for bit (wte's out of the head's copy),
   // no packed copy left, and a model that saves and trains again.
   m.unpack_weights();

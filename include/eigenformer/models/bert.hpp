@@ -45,8 +45,9 @@
 // Threads: an eval-mode or InferenceMode forward only reads the model, so one model serves many threads.
 //
 // Weights for inference (each model's methods): pack_weights() keeps every weight matrix also in the packed
-// kernel's order (q | k | v side by side), and unpack_weights() undoes it; to_bf16_weights() holds the Linear weights and the word embeddings
-// as bfloat16 (tensor/bf16.hpp), beside the float ones or, with FloatWeights::release, instead of them.
+// kernel's order (q | k | v side by side), and unpack_weights() undoes it; to_bf16_weights() holds the Linear
+// weights and the word embeddings as bfloat16 (tensor/bf16.hpp), beside the float ones or, with
+// FloatWeights::release, instead of them.
 #pragma once
 
 #include <algorithm>
@@ -958,7 +959,7 @@ class BertForMaskedLM : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     bert.embeddings.word_embeddings.use_float_table();
-    cls.predictions.decoder.unpack_weights();
+    cls.predictions.decoder.unpack_weights(bert.embeddings.word_embeddings.weight);
     detail::bert::unpack_weights(*this);
   }
   // bfloat16 weight storage, as BertModel::to_bf16_weights; the tied decoder reads the word embeddings'

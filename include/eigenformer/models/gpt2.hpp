@@ -518,7 +518,7 @@ class GPT2LMHeadModel : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     transformer.wte.use_float_table();
-    lm_head.unpack_weights();
+    lm_head.unpack_weights(transformer.wte.weight);
     nn::unpack_weights(*this);
   }
   // The tied head's packed copy of wte alone (what pack_weights does last); with FloatWeights::release the only

@@ -96,9 +96,15 @@ class TiedLMHead : public nn::Module<T> {
     weight_packed_ = PackedMatrix(weight.t());
     packed_only_ = floats == FloatWeights::release && !weight_packed_.empty();
   }
-  // Drops the packed copy: products read the tied float table again. When the copy was the only one
-  // (FloatWeights::release), the embedding must have its table back first (nn::Embedding::use_float_table).
-  void unpack_weights() {
+  // Drops the packed copy: products read the tied float table `weight` again. When the copy was the only one
+  // (FloatWeights::release), the embedding must have its table back first (nn::Embedding::use_float_table):
+  // std::logic_error while `weight` is still released, rather than a head that multiplies by nothing.
+  void unpack_weights(const nn::Parameter<T, 2>& weight) {
+    if (weight_packed_.empty()) return;
+    if (weight.float_released())
+      throw std::logic_error(std::string("TiedLMHead.unpack_weights: the tied table is held only as ") +
+                             weight.held_as() + "; give the embedding its float table back first "
+                             "(Embedding::use_float_table)");
     weight_packed_ = PackedMatrix();
     packed_only_ = false;
   }
