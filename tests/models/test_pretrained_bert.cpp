@@ -459,9 +459,10 @@ TEST_CASE_TEMPLATE("bert_from_pretrained: bf16_weights converts each weight as i
                        doctest::Contains("bf16_weights needs a float model"), std::invalid_argument);
 }
 
-// PretrainedOptions::pack_weights for BERT: the model loaded, then packed with pack_weights(FloatWeights::release)
-// (query, key and value side by side); a head the file lacks is drawn first. The same logits, bit for bit, as a
-// float load followed by that call. Refused with bf16_weights and for a double model.
+// PretrainedOptions::pack_weights for BERT: each weight packed as it is read and its float values freed, but
+// query, key and value, packed side by side once all three are in (a head the file lacks is drawn, then
+// packed). The same logits, bit for bit, as a float load followed by pack_weights(FloatWeights::release).
+// Refused with bf16_weights.
 TEST_CASE_TEMPLATE("bert_from_pretrained: pack_weights holds the weights only packed, as pack_weights makes them",
                    Model, models::BertForMaskedLM<float>, models::BertForSequenceClassification<float>) {
   std::size_t dirs = 0;
