@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -214,3 +215,34 @@ TEST_CASE("allocator: children forked while another thread uses the cache alloca
   CHECK_MESSAGE(exited == children, exited << " of " << children << " children allocated and exited within 5 s");
 }
 #endif
+
+TEST_CASE("allocator: weight blocks are zero, aligned, on a 2 MiB boundary from a huge page up, and never cached") {
+  // allocate_zeroed holds a model's weights (skip-init parameters, PackedMatrix, Bf16Matrix). Blocks of a huge
+  // page or more are mapped on their own so that huge pages cover all but their last partial 2 MiB; a block
+  // starting anywhere else would leave up to 2 MiB at its front in 4 KiB pages.
+  const CacheLimitGuard guard;
+  ef::set_allocator_cache_limit(std::size_t{64} << 20);
+  const std::size_t huge = ef::detail::huge_page_bytes;
+  std::size_t checked = 0;
+  for (std::size_t bytes : {std::size_t{4}, std::size_t{4096}, huge - 4, huge, huge + 4, 2 * huge + 4100,
+                            std::size_t{9437184}}) {
+    const std::size_t cached = ef::cached_memory_bytes();
+    {
+      const auto n = static_cast<ef::index_t>(bytes / sizeof(float));
+      const auto block = ef::detail::allocate_zeroed<float>(n);
+      const auto address = reinterpret_cast<std::uintptr_t>(block.get());
+      CHECK_MESSAGE(address % ef::tensor_alignment == 0, bytes);
+#if defined(__linux__)
+      if (bytes >= ef::detail::huge_page_min_block_bytes) CHECK_MESSAGE(address % huge == 0, bytes);
+#endif
+      CHECK_MESSAGE(std::all_of(block.get(), block.get() + n, [](float x) { return x == 0.0f; }), bytes);
+      std::fill(block.get(), block.get() + n, 1.5f);  // every byte writable
+      CHECK(block.get()[n - 1] == 1.5f);
+      const auto halves = ef::detail::allocate_zeroed<std::uint16_t>(static_cast<ef::index_t>(bytes / 2));
+      CHECK_MESSAGE(std::all_of(halves.get(), halves.get() + bytes / 2, [](std::uint16_t x) { return x == 0; }), bytes);
+    }
+    CHECK_MESSAGE(ef::cached_memory_bytes() == cached, bytes);  // given back to the system, not to the cache
+    ++checked;
+  }
+  check_ran_at_least(checked, 7, "block sizes");
+}

@@ -54,13 +54,11 @@ class Bf16Matrix {
     const auto dense = col_major_ ? m.t().contiguous() : m.contiguous();  // (cols, rows) or (rows, cols)
     const index_t stored = col_major_ ? m.numel() : rows_ * padded_cols();
     const auto size = static_cast<std::size_t>(std::max<index_t>(stored, 1));
-    // Column-major storage is written whole; panels are zeroed first for their padding columns. Converted on
-    // the thread pool: a model loaded as bfloat16 converts every weight matrix this way.
-    data_ = eigenformer::detail::allocate<std::uint16_t>(static_cast<index_t>(size));
+    // Weight storage (allocate_zeroed: huge pages when large), zero, so that the panels' padding columns
+    // need no writing. Converted on the thread pool: a model loaded as bfloat16 converts every weight matrix
+    // this way.
+    data_ = eigenformer::detail::allocate_zeroed<std::uint16_t>(static_cast<index_t>(size));
     std::uint16_t* out = data_.get();
-    if (size * sizeof(std::uint16_t) >= eigenformer::detail::huge_page_min_block_bytes)
-      eigenformer::detail::advise_huge_pages(out, size * sizeof(std::uint16_t));
-    if (!col_major_) std::fill(out, out + size, std::uint16_t{0});
     const float* in = dense.data();
     if (col_major_) {
       backend::parallel_for(m.numel(), 65536, [&](index_t begin, index_t end) {

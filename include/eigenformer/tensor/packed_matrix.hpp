@@ -168,7 +168,8 @@ class PackedMatrix {
     kernel_ = kernel;
     rows_ = k, cols_ = n;
     padded_cols_ = kernel_->padded_cols(n);
-    data_ = eigenformer::detail::allocate<float>(k * padded_cols_);
+    // Weight storage: huge pages when large (allocate_zeroed), given back to the system when freed.
+    data_ = eigenformer::detail::allocate_zeroed<float>(k * padded_cols_);
   }
   // b (rows_ x its own columns) into columns [col0, col0 + b's columns), col0 a whole number of panels; its
   // last panel padded with zeros.

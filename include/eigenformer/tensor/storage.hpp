@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -48,20 +49,28 @@ std::shared_ptr<T[]> allocate(index_t n) {
                               ControlBlockAllocator<T>());
 }
 
-// Room for `n` elements, all zero, whose pages the system supplies on first touch: a fresh calloc, which for
-// large blocks maps new zero pages without writing them. For a model's weights that a checkpoint overwrites
-// next (the skip-init constructors), so that memory is committed tensor by tensor as the load writes it and a
-// loader that converts each tensor as it arrives (to bfloat16) never holds the whole float model. Bypasses
-// the allocator's cache: such blocks live as long as the model.
+// Room for `n` elements, all zero, whose pages the system supplies on first touch: fresh pages, mapped but
+// not written. For a model's weights, which a checkpoint overwrites next (the skip-init constructors) or
+// which are packed or converted into it (PackedMatrix, Bf16Matrix), so that memory is committed tensor by
+// tensor as the load writes it and a loader that converts each tensor as it arrives (to bfloat16) never
+// holds the whole float model. Blocks of at least huge_page_min_block_bytes are mapped on their own
+// (map_weight_block: huge pages), smaller ones come from calloc. Bypasses the allocator's cache: such
+// blocks live as long as the model, and go back to the system when it is freed.
 template <typename T>
 std::shared_ptr<T[]> allocate_zeroed(index_t n) {
   static_assert(std::is_trivially_copyable_v<T>, "tensor storage holds trivially copyable scalars only");
   if (n == 0) return allocate<T>(0);
-  // calloc multiplies count by size itself, refusing a product that overflows.
+  if (static_cast<std::size_t>(n) <= std::numeric_limits<std::size_t>::max() / 2 / sizeof(T)) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+    if (bytes >= huge_page_min_block_bytes) {
+      if (void* mapped = map_weight_block(bytes))
+        return std::shared_ptr<T[]>(static_cast<T*>(mapped), [bytes](T* p) { unmap_weight_block(p, bytes); });
+    }
+  }
+  // calloc multiplies count by size itself, refusing a product that overflows; for large blocks it maps
+  // fresh zero pages without writing them.
   void* raw = std::calloc(static_cast<std::size_t>(n) + tensor_alignment / sizeof(T) + 1, sizeof(T));
   if (raw == nullptr) throw std::bad_alloc();
-  if (static_cast<std::size_t>(n) * sizeof(T) >= huge_page_min_block_bytes)
-    advise_huge_pages(raw, static_cast<std::size_t>(n) * sizeof(T));
   const auto address = (reinterpret_cast<std::uintptr_t>(raw) + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
   return std::shared_ptr<T[]>(reinterpret_cast<T*>(address), [raw](T*) { std::free(raw); });
 }
