@@ -37,6 +37,7 @@
 #endif
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include "eigenformer/tensor/environment.hpp"
@@ -83,9 +84,9 @@ inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 inline constexpr std::size_t huge_page_min_block_bytes = huge_page_bytes;
 
 // Asks that the whole 2 MiB pages inside [p, p + bytes) be backed by transparent huge pages
-// (madvise(MADV_HUGEPAGE); Linux only, a hint that may be ignored). For a model's weights (allocate_zeroed,
-// Bf16Matrix): a load page-faults them in, one fault per 4 KiB page, and on the VMs we measure on a fault
-// costs ~15 us: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages once the
+// (madvise(MADV_HUGEPAGE); Linux only, a hint that may be ignored). For a model's weights (map_weight_block,
+// through allocate_zeroed): a load page-faults them in, one fault per 4 KiB page, and on the VMs we measure
+// on a fault costs ~15 us: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages once the
 // kernel had some (114 ms the first time); loading GPT-2 small and running one token took 0.7-1.3 s instead
 // of 1.9-3.1 s. Not for activations: the allocator's cache faults those in once per process anyway, and a
 // huge page commits the whole 2 MiB where a block's tail (its size class rounds up) would stay untouched.
@@ -105,12 +106,23 @@ inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::si
 // Those pages cost more than their faults on the shared VMs we measure on: data that the kernel wrote into
 // them (pread) was slow to reach from the program the first time, page by page, with no fault counted (a
 // first read of 480 MB written by pread took 670-780 ms against 22-28 ms for the next reads, and 26-28 ms
-// the first time with huge pages), which made the first forward of a float GPT-2 ~0.25 s slower than the
-// rest. Null when mapping is not available or fails; free with unmap_weight_block(p, bytes).
+// the first time with huge pages), which made the first forward of a float GPT-2 0.15-0.2 s slower than the
+// next. Null when mapping is not available or fails; free with unmap_weight_block(p, bytes).
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+// Whole pages of this system's size (4 KiB on x86-64, 4, 16 or 64 KiB on arm64) for the mappings' lengths.
+inline std::size_t mapped_length(std::size_t bytes) noexcept {
+  static const std::size_t page = [] {
+    const long size = ::sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::size_t>(size) : std::size_t{4096};
+  }();
+  return (bytes + page - 1) / page * page;
+}
+#endif
 inline void* map_weight_block([[maybe_unused]] std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
-  const std::size_t length = (bytes + 4095) / 4096 * 4096;
-  // Mapped with a huge page to spare, then trimmed to the aligned part (munmap takes any 4 KiB boundary).
+  const std::size_t length = mapped_length(bytes);
+  // Mapped with a huge page to spare, then trimmed to the aligned part (munmap takes any page boundary, and
+  // 2 MiB is a whole number of pages of every size above).
   void* raw = ::mmap(nullptr, length + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto address = reinterpret_cast<std::uintptr_t>(raw);
@@ -126,7 +138,7 @@ inline void* map_weight_block([[maybe_unused]] std::size_t bytes) noexcept {
 }
 inline void unmap_weight_block([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
-  (void)::munmap(p, (bytes + 4095) / 4096 * 4096);
+  (void)::munmap(p, mapped_length(bytes));
 #endif
 }
 

@@ -49,8 +49,8 @@ std::shared_ptr<T[]> allocate(index_t n) {
                               ControlBlockAllocator<T>());
 }
 
-// Room for `n` elements, all zero, whose pages the system supplies on first touch: fresh pages, mapped but
-// not written. For a model's weights, which a checkpoint overwrites next (the skip-init constructors) or
+// Room for `n` elements, all zero; large blocks are fresh pages that the system commits only as they are
+// written. For a model's weights, which a checkpoint overwrites next (the skip-init constructors) or
 // which are packed or converted into it (PackedMatrix, Bf16Matrix), so that memory is committed tensor by
 // tensor as the load writes it and a loader that converts each tensor as it arrives (to bfloat16) never
 // holds the whole float model. Blocks of at least huge_page_min_block_bytes are mapped on their own
