@@ -216,10 +216,10 @@ TEST_CASE("allocator: children forked while another thread uses the cache alloca
 }
 #endif
 
-TEST_CASE("allocator: weight blocks are zero, aligned, on a 2 MiB boundary from a huge page up, and never cached") {
-  // allocate_zeroed holds a model's weights (skip-init parameters, PackedMatrix, Bf16Matrix). Blocks of a huge
-  // page or more are mapped on their own so that huge pages cover all but their last partial 2 MiB; a block
-  // starting anywhere else would leave up to 2 MiB at its front in 4 KiB pages.
+TEST_CASE("allocator: weight blocks are zero, aligned, 2 MiB aligned from a huge page up, never cached") {
+  // allocate_zeroed holds a model's weights (skip-init parameters, PackedMatrix, Bf16Matrix). Blocks of a
+  // huge page or more are mapped on their own so that huge pages cover all but their last partial 2 MiB; a
+  // block starting anywhere else would leave up to 2 MiB at its front in 4 KiB pages.
   const CacheLimitGuard guard;
   ef::set_allocator_cache_limit(std::size_t{64} << 20);
   const std::size_t huge = ef::detail::huge_page_bytes;
@@ -239,7 +239,9 @@ TEST_CASE("allocator: weight blocks are zero, aligned, on a 2 MiB boundary from 
       std::fill(block.get(), block.get() + n, 1.5f);  // every byte writable
       CHECK(block.get()[n - 1] == 1.5f);
       const auto halves = ef::detail::allocate_zeroed<std::uint16_t>(static_cast<ef::index_t>(bytes / 2));
-      CHECK_MESSAGE(std::all_of(halves.get(), halves.get() + bytes / 2, [](std::uint16_t x) { return x == 0; }), bytes);
+      const bool zero =
+          std::all_of(halves.get(), halves.get() + bytes / 2, [](std::uint16_t x) { return x == 0; });
+      CHECK_MESSAGE(zero, bytes);
     }
     CHECK_MESSAGE(ef::cached_memory_bytes() == cached, bytes);  // given back to the system, not to the cache
     ++checked;

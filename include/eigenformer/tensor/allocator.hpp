@@ -86,10 +86,11 @@ inline constexpr std::size_t huge_page_min_block_bytes = huge_page_bytes;
 // Asks that the whole 2 MiB pages inside [p, p + bytes) be backed by transparent huge pages
 // (madvise(MADV_HUGEPAGE); Linux only, a hint that may be ignored). For a model's weights (map_weight_block,
 // through allocate_zeroed): a load page-faults them in, one fault per 4 KiB page, and on the VMs we measure
-// on a fault costs ~15 us: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages once the
-// kernel had some (114 ms the first time); loading GPT-2 small and running one token took 0.7-1.3 s instead
-// of 1.9-3.1 s. Not for activations: the allocator's cache faults those in once per process anyway, and a
-// huge page commits the whole 2 MiB where a block's tail (its size class rounds up) would stay untouched.
+// on a fault costs ~15 us: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages
+// once the kernel had some (114 ms the first time); loading GPT-2 small and running one token took 0.7-1.3 s
+// instead of 1.9-3.1 s. Not for activations: the allocator's cache faults those in once per process anyway,
+// and a huge page commits the whole 2 MiB where a block's tail (its size class rounds up) would stay
+// untouched.
 inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   const auto address = reinterpret_cast<std::uintptr_t>(p);
@@ -123,7 +124,8 @@ inline void* map_weight_block([[maybe_unused]] std::size_t bytes) noexcept {
   const std::size_t length = mapped_length(bytes);
   // Mapped with a huge page to spare, then trimmed to the aligned part (munmap takes any page boundary, and
   // 2 MiB is a whole number of pages of every size above).
-  void* raw = ::mmap(nullptr, length + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw =
+      ::mmap(nullptr, length + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto address = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t start = (address + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
