@@ -7,11 +7,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "support/cases.hpp"
 #include "support/child_process.hpp"
@@ -216,25 +221,21 @@ TEST_CASE("allocator: children forked while another thread uses the cache alloca
 }
 #endif
 
-TEST_CASE("allocator: weight blocks are zero, aligned, 2 MiB aligned from a huge page up, never cached") {
-  // allocate_zeroed holds a model's weights (skip-init parameters, PackedMatrix, Bf16Matrix). Blocks of a
-  // huge page or more are mapped on their own so that huge pages cover all but their last partial 2 MiB; a
-  // block starting anywhere else would leave up to 2 MiB at its front in 4 KiB pages.
+TEST_CASE("allocator: weight blocks are zero, 64-byte aligned, writable, and never cached") {
+  // allocate_zeroed holds a model's weights (skip-init parameters, PackedMatrix, Bf16Matrix): from
+  // mapped_weight_min_bytes up mapped on their own (map_weight_block), below from calloc.
   const CacheLimitGuard guard;
   ef::set_allocator_cache_limit(std::size_t{64} << 20);
   const std::size_t huge = ef::detail::huge_page_bytes;
   std::size_t checked = 0;
-  for (std::size_t bytes : {std::size_t{4}, std::size_t{4096}, huge - 4, huge, huge + 4, 2 * huge + 4100,
+  for (std::size_t bytes : {std::size_t{4}, std::size_t{4096}, ef::detail::mapped_weight_min_bytes - 4,
+                            ef::detail::mapped_weight_min_bytes, huge - 4, huge, huge + 4, 2 * huge + 4100,
                             std::size_t{9437184}}) {
     const std::size_t cached = ef::cached_memory_bytes();
     {
       const auto n = static_cast<ef::index_t>(bytes / sizeof(float));
       const auto block = ef::detail::allocate_zeroed<float>(n);
-      const auto address = reinterpret_cast<std::uintptr_t>(block.get());
-      CHECK_MESSAGE(address % ef::tensor_alignment == 0, bytes);
-#if defined(__linux__)
-      if (bytes >= ef::detail::huge_page_min_block_bytes) CHECK_MESSAGE(address % huge == 0, bytes);
-#endif
+      CHECK_MESSAGE(reinterpret_cast<std::uintptr_t>(block.get()) % ef::tensor_alignment == 0, bytes);
       CHECK_MESSAGE(std::all_of(block.get(), block.get() + n, [](float x) { return x == 0.0f; }), bytes);
       std::fill(block.get(), block.get() + n, 1.5f);  // every byte writable
       CHECK(block.get()[n - 1] == 1.5f);
@@ -246,5 +247,48 @@ TEST_CASE("allocator: weight blocks are zero, aligned, 2 MiB aligned from a huge
     CHECK_MESSAGE(ef::cached_memory_bytes() == cached, bytes);  // given back to the system, not to the cache
     ++checked;
   }
-  check_ran_at_least(checked, 7, "block sizes");
+  check_ran_at_least(checked, 9, "block sizes");
 }
+
+#if defined(__linux__) && defined(MAP_FIXED_NOREPLACE)
+namespace {
+// Whether no page of [start, start + bytes) is mapped (mincore fails with ENOMEM on an unmapped page).
+bool unmapped(std::uintptr_t start, std::size_t bytes) {
+  unsigned char resident = 0;
+  for (std::uintptr_t page = start; page < start + bytes; page += 4096) {
+    errno = 0;
+    if (::mincore(reinterpret_cast<void*>(page), 1, &resident) == 0 || errno != ENOMEM) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("allocator: a weight block goes right below one not yet written, else on a 2 MiB boundary") {
+  // So that a model's skip-init weights, all mapped before the checkpoint fills any, form one run of huge
+  // pages, while a block mapped after the one before it was written (a loader packing each weight as it
+  // reads it) starts a huge page of its own instead of sharing one already split into 4 KiB pages.
+  const std::size_t huge = ef::detail::huge_page_bytes;
+  const auto n = static_cast<ef::index_t>((3 * huge + 12344) / sizeof(float));
+  const std::size_t length = ef::detail::mapped_length(static_cast<std::size_t>(n) * sizeof(float));
+  const auto first = ef::detail::allocate_zeroed<float>(n);
+  first.get()[0] = 1.0f;  // written: the next block gets a huge page boundary of its own
+  const auto second = ef::detail::allocate_zeroed<float>(n);
+  const auto at = reinterpret_cast<std::uintptr_t>(second.get());
+  CHECK(at % huge == 0);
+  // second is not written: the next block goes right below it, where nothing is mapped (checked first:
+  // another thread's mapping could have taken the space).
+  const bool room = unmapped(at - length, length);
+  const auto third = ef::detail::allocate_zeroed<float>(n);
+  if (room) {
+    CHECK(reinterpret_cast<std::uintptr_t>(third.get()) + length == at);
+  } else {
+    MESSAGE("skipped the placement check: the space below the block was mapped by something else");
+  }
+  for (const auto* block : {&second, &third}) {
+    CHECK(std::all_of(block->get(), block->get() + n, [](float x) { return x == 0.0f; }));
+    std::fill(block->get(), block->get() + n, 2.0f);
+  }
+  CHECK(second.get()[n - 1] == 2.0f);
+  CHECK(third.get()[n - 1] == 2.0f);  // both fully writable: neither overlaps the other
+}
+#endif

@@ -79,9 +79,11 @@ inline std::size_t allocation_size_class(std::size_t bytes) {
 
 // Transparent huge pages are this size on x86-64 and most arm64 Linux systems.
 inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
-// Weight blocks of at least this many bytes (one huge page) are mapped for transparent huge pages
-// (map_weight_block).
-inline constexpr std::size_t huge_page_min_block_bytes = huge_page_bytes;
+// Weight blocks of at least this many bytes are mapped on their own for transparent huge pages
+// (map_weight_block): smaller than a huge page, such a block still joins the run of blocks around it (BERT's
+// 1.5 MB position table, a bfloat16 768 x 768 matrix), and the few pages a mapping rounds up to cost nothing
+// next to it.
+inline constexpr std::size_t mapped_weight_min_bytes = std::size_t{1} << 20;
 
 // Asks that the whole 2 MiB pages inside [p, p + bytes) be backed by transparent huge pages
 // (madvise(MADV_HUGEPAGE); Linux only, a hint that may be ignored). For a model's weights (map_weight_block,
@@ -101,14 +103,22 @@ inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::si
 }
 
 // A weight block of `bytes` straight from the system (Linux): zero pages, committed only as they are written,
-// starting on a 2 MiB boundary and advised for huge pages, so that all of it but a last partial 2 MiB is
-// huge pages. A block from malloc starts wherever its chunk does, and the 4 KiB pages before its first and
-// after its last whole 2 MiB page were 127 MB of GPT-2 small's 498 MB of weights (32,500 faults a load).
-// Those pages cost more than their faults on the shared VMs we measure on: data that the kernel wrote into
-// them (pread) was slow to reach from the program the first time, page by page, with no fault counted (a
-// first read of 480 MB written by pread took 670-780 ms against 22-28 ms for the next reads, and 26-28 ms
-// the first time with huge pages), which made the first forward of a float GPT-2 0.15-0.2 s slower than the
-// next. Null when mapping is not available or fails; free with unmap_weight_block(p, bytes).
+// advised for transparent huge pages, and placed so that as little of it as possible falls in 4 KiB pages.
+// Why: a block from malloc starts wherever its chunk does, and the 4 KiB pages before its first and after its
+// last whole 2 MiB page were 127 MB of GPT-2 small's 498 MB of weights (32,500 faults a load). Those pages
+// cost more than their faults on the shared VMs we measure on: data that the kernel wrote into them (pread)
+// was slow to reach from the program the first time, page by page, with no fault counted (a first read of
+// 480 MB written by pread took 670-780 ms against 22-28 ms for the next reads, and 26-28 ms the first time
+// with huge pages), which made the first forward of a float GPT-2 0.15-0.2 s slower than the next.
+//
+// Where: right below the previous weight block when that one has not been written yet (a model built with
+// skip-init weights maps all of them before the checkpoint fills any): the two mappings merge into one, and
+// the huge pages that straddle their boundary are whole huge pages too, so a model's float weights are 4 KiB
+// pages only at the two ends of the run (GPT-2 small: 5,400 faults a load instead of 14,600 with each block
+// on its own). Otherwise (the previous block written already, as when a loader packs or converts each weight
+// as it reads it: a huge page half written in 4 KiB pages stays so) on a 2 MiB boundary of its own, so that
+// only its last partial 2 MiB is in 4 KiB pages. Null when mapping is not available or fails; free with
+// unmap_weight_block(p, bytes).
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
 // Whole pages of this system's size (4 KiB on x86-64, 4, 16 or 64 KiB on arm64) for the mappings' lengths.
 inline std::size_t mapped_length(std::size_t bytes) noexcept {
@@ -118,22 +128,61 @@ inline std::size_t mapped_length(std::size_t bytes) noexcept {
   }();
   return (bytes + page - 1) / page * page;
 }
+// The start of the weight block mapped last, below which the next one is asked to go: Linux hands out
+// mappings from the top down, so the space below the lowest one is usually free, and above it is not. A hint
+// only: threads racing for it, or a block freed since, at worst cost the next block its place there.
+inline std::atomic<std::uintptr_t>& last_weight_block() noexcept {
+  static std::atomic<std::uintptr_t> start{0};
+  return start;
+}
+// The block of `length` bytes right below `above`, if that space is free (MAP_FIXED_NOREPLACE; a kernel
+// before 4.17 takes the address as a hint only, and a block it puts elsewhere is given back), else null.
+inline void* map_right_below([[maybe_unused]] std::uintptr_t above,
+                             [[maybe_unused]] std::size_t length) noexcept {
+#if defined(MAP_FIXED_NOREPLACE)
+  if (above <= length) return nullptr;
+  const std::uintptr_t want = above - length;
+  void* at = ::mmap(reinterpret_cast<void*>(want), length, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (at == MAP_FAILED) return nullptr;
+  if (reinterpret_cast<std::uintptr_t>(at) != want) {
+    (void)::munmap(at, length);
+    return nullptr;
+  }
+  return at;
+#else
+  return nullptr;
+#endif
+}
 #endif
 inline void* map_weight_block([[maybe_unused]] std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
   const std::size_t length = mapped_length(bytes);
-  // Mapped with a huge page to spare, then trimmed to the aligned part (munmap takes any page boundary, and
-  // 2 MiB is a whole number of pages of every size above).
-  void* raw =
-      ::mmap(nullptr, length + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto address = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t start = (address + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
-  if (start > address) (void)::munmap(raw, start - address);
-  const std::uintptr_t end = address + length + huge_page_bytes;
-  if (end > start + length) (void)::munmap(reinterpret_cast<void*>(start + length), end - (start + length));
-  advise_huge_pages(reinterpret_cast<void*>(start), length);
-  return reinterpret_cast<void*>(start);
+  void* block = nullptr;
+  const std::uintptr_t previous = last_weight_block().load(std::memory_order_relaxed);
+  // Its first page not yet written (mincore: not resident; an error, as for a block unmapped since, says no).
+  unsigned char resident = 1;
+  if (previous != 0 && ::mincore(reinterpret_cast<void*>(previous), 1, &resident) == 0 && (resident & 1) == 0)
+    block = map_right_below(previous, length);
+  if (block == nullptr) {
+    // Mapped with a huge page to spare, then trimmed to the aligned part (munmap takes any page boundary, and
+    // 2 MiB is a whole number of pages of every size above).
+    void* raw =
+        ::mmap(nullptr, length + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const auto address = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t start = (address + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+    if (start > address) (void)::munmap(raw, start - address);
+    const std::uintptr_t end = address + length + huge_page_bytes;
+    if (end > start + length) (void)::munmap(reinterpret_cast<void*>(start + length), end - (start + length));
+    block = reinterpret_cast<void*>(start);
+  }
+  // The whole block, not only the whole 2 MiB pages inside it: a huge page can straddle two merged blocks.
+#if defined(MADV_HUGEPAGE)
+  (void)::madvise(block, length, MADV_HUGEPAGE);
+#endif
+  last_weight_block().store(reinterpret_cast<std::uintptr_t>(block), std::memory_order_relaxed);
+  return block;
 #else
   return nullptr;
 #endif

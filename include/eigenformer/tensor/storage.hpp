@@ -53,7 +53,7 @@ std::shared_ptr<T[]> allocate(index_t n) {
 // written. For a model's weights, which a checkpoint overwrites next (the skip-init constructors) or
 // which are packed or converted into it (PackedMatrix, Bf16Matrix), so that memory is committed tensor by
 // tensor as the load writes it and a loader that converts each tensor as it arrives (to bfloat16) never
-// holds the whole float model. Blocks of at least huge_page_min_block_bytes are mapped on their own
+// holds the whole float model. Blocks of at least mapped_weight_min_bytes are mapped on their own
 // (map_weight_block: huge pages), smaller ones come from calloc. Bypasses the allocator's cache: such
 // blocks live as long as the model, and go back to the system when it is freed.
 template <typename T>
@@ -62,7 +62,7 @@ std::shared_ptr<T[]> allocate_zeroed(index_t n) {
   if (n == 0) return allocate<T>(0);
   if (static_cast<std::size_t>(n) <= std::numeric_limits<std::size_t>::max() / 2 / sizeof(T)) {
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
-    if (bytes >= huge_page_min_block_bytes) {
+    if (bytes >= mapped_weight_min_bytes) {
       if (void* mapped = map_weight_block(bytes))
         return std::shared_ptr<T[]>(static_cast<T*>(mapped), [bytes](T* p) { unmap_weight_block(p, bytes); });
     }
