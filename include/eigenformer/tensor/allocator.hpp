@@ -1,4 +1,5 @@
-// Where tensor storage comes from: the heap, through a cache of large freed blocks.
+// Where tensor storage comes from: the heap, through a cache of large freed blocks; a model's weights
+// (allocate_zeroed) are mapped on their own instead, for huge pages (map_weight_block).
 //
 // Why a cache: a model's forward allocates the same large activations (a (batch * seq, 3072) FFN block is
 // 12 MB at BERT-base b8) every layer and every call. glibc serves blocks that large with fresh mmap pages
@@ -85,23 +86,6 @@ inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 // next to it.
 inline constexpr std::size_t mapped_weight_min_bytes = std::size_t{1} << 20;
 
-// Asks that the whole 2 MiB pages inside [p, p + bytes) be backed by transparent huge pages
-// (madvise(MADV_HUGEPAGE); Linux only, a hint that may be ignored). For a model's weights (map_weight_block,
-// through allocate_zeroed): a load page-faults them in, one fault per 4 KiB page, and on the VMs we measure
-// on a fault costs ~15 us: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages
-// once the kernel had some (114 ms the first time); loading GPT-2 small and running one token took 0.7-1.3 s
-// instead of 1.9-3.1 s. Not for activations: the allocator's cache faults those in once per process anyway,
-// and a huge page commits the whole 2 MiB where a block's tail (its size class rounds up) would stay
-// untouched.
-inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) noexcept {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t begin = (address + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes,
-                       end = (address + bytes) / huge_page_bytes * huge_page_bytes;
-  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#endif
-}
-
 // A weight block of `bytes` straight from the system (Linux): zero pages, committed only as they are written,
 // advised for transparent huge pages, and placed so that as little of it as possible falls in 4 KiB pages.
 // Why: a block from malloc starts wherever its chunk does, and the 4 KiB pages before its first and after its
@@ -109,7 +93,11 @@ inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::si
 // cost more than their faults on the shared VMs we measure on: data that the kernel wrote into them (pread)
 // was slow to reach from the program the first time, page by page, with no fault counted (a first read of
 // 480 MB written by pread took 670-780 ms against 22-28 ms for the next reads, and 26-28 ms the first time
-// with huge pages), which made the first forward of a float GPT-2 0.15-0.2 s slower than the next.
+// with huge pages), which made the first forward of a float GPT-2 0.15-0.2 s slower than the next. And each
+// fault costs ~15 us there: first writes to 48 MB took 185-195 ms with 4 KiB pages and 3.4 ms with huge pages
+// once the kernel had some (114 ms the first time). Weights only: the allocator's cache faults activations
+// in once per process anyway, and a huge page would commit the whole 2 MiB where a block's tail (its size
+// class rounds up) stays untouched.
 //
 // Where: right below the previous weight block when that one has not been written yet (a model built with
 // skip-init weights maps all of them before the checkpoint fills any): the two mappings merge into one, and
