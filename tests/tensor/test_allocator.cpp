@@ -16,6 +16,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include "support/cases.hpp"
@@ -255,7 +256,8 @@ namespace {
 // Whether no page of [start, start + bytes) is mapped (mincore fails with ENOMEM on an unmapped page).
 bool unmapped(std::uintptr_t start, std::size_t bytes) {
   unsigned char resident = 0;
-  for (std::uintptr_t page = start; page < start + bytes; page += 4096) {
+  const auto page_bytes = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (std::uintptr_t page = start; page < start + bytes; page += page_bytes) {
     errno = 0;
     if (::mincore(reinterpret_cast<void*>(page), 1, &resident) == 0 || errno != ENOMEM) return false;
   }

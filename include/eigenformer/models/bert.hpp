@@ -311,9 +311,9 @@ class BertSelfAttention : public nn::Module<T> {
     requires std::is_same_v<T, float>
   {
     if (qkv_held_only_packed()) {
-      const auto dense = qkv_packed_.to_dense();  // (C, 3C): [Wq^T | Wk^T | Wv^T]
+      // Packed as [Wq^T | Wk^T | Wv^T] (C, 3C): each weight is a run of its columns.
       nn::Linear<T>* parts[3] = {&query, &key, &value};
-      for (index_t i = 0; i < 3; ++i) parts[i]->weight.restore_float_(dense.narrow(1, i * dim_, dim_).t().contiguous());
+      for (index_t i = 0; i < 3; ++i) parts[i]->weight.restore_float_(qkv_packed_.transposed_columns(i * dim_, dim_));
     }
     qkv_packed_ = PackedMatrix();
     qkv_bias_ = Tensor<T, 1>();

@@ -136,18 +136,14 @@ class Embedding : public Module<T> {
     if (!weight.float_released()) weight.release_float_(eigenformer::detail::held_as_packed);
   }
   // Undoes use_packed_table: the table read back out of the packed copy (bit for bit) into a float table of its
-  // own, which lookups read again. Nothing to do for a table that never used a packed copy. Row by row, as
-  // lookups read it: the (V, C) table directly, not the (C, V) matrix read back and then transposed (a third
+  // own, which lookups read again. Nothing to do for a table that never used a packed copy. The (V, C) table
+  // directly (PackedMatrix::transposed_columns), not the (C, V) matrix read back and then transposed (a third
   // copy of a table that is GPT-2's largest matrix).
   void use_float_table()
     requires std::is_same_v<T, float>
   {
     if (weight_packed_.empty()) return;
-    auto table = Tensor<T, 2>::empty(Shape<2>{num_, dim_});
-    backend::parallel_for(num_, std::max<index_t>(1, 16384 / dim_), [&](index_t begin, index_t end) {
-      for (index_t id = begin; id < end; ++id) weight_packed_.copy_column(id, table.data() + id * dim_);
-    });
-    weight.restore_float_(std::move(table));
+    weight.restore_float_(weight_packed_.transposed_columns(0, num_));
     weight_packed_ = PackedMatrix();
   }
   // The (C, V) bfloat16 copy of the table, or null before to_bf16_weights().

@@ -92,8 +92,9 @@ class WeightCopies {
   // Drops the packed copy; a weight held only packed gets its float values back from it first.
   void unpack(Parameter<float, 2>& weight, DenseLayout layout) {
     if (packed_only_) {
-      auto dense = packed_.to_dense();  // (in, out)
-      weight.restore_float_(layout == DenseLayout::out_in ? dense.t().contiguous() : std::move(dense));
+      // (out, in) read back as it is stored, not (in, out) read back and transposed.
+      weight.restore_float_(layout == DenseLayout::out_in ? packed_.transposed_columns(0, packed_.cols())
+                                                           : packed_.to_dense());
       packed_only_ = false;
     }
     packed_ = PackedMatrix();

@@ -89,7 +89,7 @@ inline constexpr std::size_t mapped_weight_min_bytes = std::size_t{1} << 20;
 // A weight block of `bytes` straight from the system (Linux): zero pages, committed only as they are written,
 // advised for transparent huge pages, and placed so that as little of it as possible falls in 4 KiB pages.
 // Why: a block from malloc starts wherever its chunk does, and the 4 KiB pages before its first and after its
-// last whole 2 MiB page were 127 MB of GPT-2 small's 498 MB of weights (32,500 faults a load). Those pages
+// last whole 2 MiB page were most of the 32,500 page faults of loading GPT-2 small. Those pages
 // cost more than their faults on the shared VMs we measure on: data that the kernel wrote into them (pread)
 // was slow to reach from the program the first time, page by page, with no fault counted (a first read of
 // 480 MB written by pread took 670-780 ms against 22-28 ms for the next reads, and 26-28 ms the first time

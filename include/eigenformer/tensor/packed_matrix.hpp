@@ -139,6 +139,20 @@ class PackedMatrix {
     return out;
   }
 
+  // Columns [j0, j0 + count) of the matrix it was packed from, as the rows of a (count, rows) matrix: the
+  // weights packed as their transpose (nn.Linear's (out, in) weight, the embedding table a tied output layer
+  // holds as (C, V), BERT's q | k | v side by side) read back in their own layout, column by column on the
+  // pool, without a (rows, cols) copy to transpose afterwards.
+  Tensor<float, 2> transposed_columns(index_t j0, index_t count) const {
+    auto out = Tensor<float, 2>::empty(Shape<2>{count, rows_});
+    if (empty() || rows_ == 0) return out;
+    float* dst = out.data();
+    backend::parallel_for(count, std::max<index_t>(1, 16384 / rows_), [&](index_t begin, index_t end) {
+      for (index_t j = begin; j < end; ++j) copy_column(j0 + j, dst + j * rows_);
+    });
+    return out;
+  }
+
   // Column j of the matrix it was packed from (rows() values) into out: a row of an embedding table whose
   // transpose the tied output layer holds packed.
   void copy_column(index_t j, float* out) const {
