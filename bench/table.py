@@ -293,7 +293,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one round, 0.2 s per measurement: checks that it all runs")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of: {', '.join(WORKLOADS)}")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "bench"))
-    ap.add_argument("--ort-dir", default=None, help="onnxruntime-node's npm directory (default /work/ort if present)")
+    ap.add_argument("--ort-dir", default=None, help="onnxruntime-node's npm directory (default /work/ort if present; "
+                    "bench/ort_avx2.py makes a copy held to AVX2, beside EIGENFORMER_MAX_CPU_ISA=avx2)")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--onnx-dir", default=os.path.join(tempfile.gettempdir(), "eigenformer-onnx"),
                     help="where the exported ONNX files are kept (written when missing)")
