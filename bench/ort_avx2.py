@@ -27,6 +27,7 @@ import re
 import shutil
 import sys
 
+MARKER = "HELD_TO_AVX2"
 LIBRARY = os.path.join("node_modules", "onnxruntime-node", "bin", "napi-v6", "linux", "x64", "libonnxruntime.so.1")
 
 # test $0x10000, r32 (F7 /0 id, optional REX.B), up to 16 bytes of other instructions, then test $0xe0, %al.
@@ -75,6 +76,10 @@ def main():
     os.remove(lib)  # a new file, never written through a hard link into the source install
     with open(lib, "wb") as f:
         f.write(data)
+    # bench/table.py reads this file to say in its header that this ONNX Runtime was held to AVX2.
+    with open(os.path.join(tmp, MARKER), "w") as f:
+        f.write(f"held to AVX2 by bench/ort_avx2.py from {os.path.abspath(a.source)}: bytes 0x{at1:x} "
+                f"0x{old1:02x} -> 0x00, 0x{at2:x} 0x{old2:02x} -> 0xff\n")
     os.rename(tmp, a.destination)
     print(f"ort_avx2.py: {a.destination}: MLAS's AVX512F mask byte at 0x{at1:x} 0x{old1:02x} -> 0x00, "
           f"CPUIDInfo's AVX-512 state mask at 0x{at2:x} 0x{old2:02x} -> 0xff")

@@ -224,9 +224,14 @@ def versions(torch_env):
 
 def ort_version(ort_dir):
     try:
-        return json.load(open(os.path.join(ort_dir, "node_modules", "onnxruntime-node", "package.json")))["version"]
+        version = json.load(open(os.path.join(ort_dir, "node_modules", "onnxruntime-node", "package.json")))["version"]
     except (OSError, ValueError, KeyError):
-        return "?"
+        version = "?"
+    return version + (" held to its AVX2 kernels (bench/ort_avx2.py)" if ort_held_to_avx2(ort_dir) else "")
+
+
+def ort_held_to_avx2(ort_dir):
+    return os.path.exists(os.path.join(ort_dir, "HELD_TO_AVX2"))
 
 
 def ms(t):
@@ -355,6 +360,10 @@ def run(args):
             notes.append("ONNX Runtime left out: no onnxruntime-node at /work/ort (install it there or pass --ort-dir).")
     elif not os.path.isdir(os.path.join(args.ort_dir, "node_modules", "onnxruntime-node")):
         raise Usage(f"--ort-dir {args.ort_dir}: no node_modules/onnxruntime-node there")
+    if (args.ort_dir and os.environ.get("EIGENFORMER_MAX_CPU_ISA", "").lower() == "avx2"
+            and "avx512f" in open("/proc/cpuinfo").read() and not ort_held_to_avx2(args.ort_dir)):
+        notes.append("Ours ran held to AVX2 (EIGENFORMER_MAX_CPU_ISA=avx2) but ONNX Runtime ran its AVX-512 kernels: "
+                     "bench/ort_avx2.py makes a copy held to AVX2 for --ort-dir.")
     if args.ort_dir and not shutil.which("node"):
         raise Usage("node not found on PATH (needed for the ONNX Runtime twins; or pass --no-ort)")
     script = args.openblas_env if args.openblas_env and os.path.exists(args.openblas_env) else None
