@@ -14,7 +14,7 @@ else stops the script with a message, nothing written):
 - MLAS's choice of kernels, `if ((cpuid(7).ebx & 0x10000) && (xcr0 & 0xE0) == 0xE0)` (AVX512F, and the OS saving
   the ZMM state), compiled as `test $0x10000, reg` then, a few instructions on, `test $0xe0, %al` on ~xcr0. Its
   mask becomes 0, so the test fails as on a CPU without AVX512F and MLAS keeps its FMA3 kernels.
-- ONNX Runtime's own CPU description (CPUIDInfo, asked by operators outside MLAS), which takes AVX-512 as usable
+- ONNX Runtime's own CPU description (CPUIDInfo, which its code outside MLAS consults), which takes AVX-512 as usable
   when ~xcr0 & 0xE6 is 0 (`test $0xe6, %al` then `sete`); its mask becomes 0xFF, which also asks for the MPX
   state bits (3 and 4) that these CPUs do not set, so it reports no AVX-512.
 Checked on onnxruntime-node 1.31.1 (Linux x64): the patched library's hot instructions in a BERT-base forward,
@@ -63,7 +63,8 @@ def main():
     if os.path.exists(a.destination):
         raise Failure(f"{a.destination} exists; give a new directory")
     data = bytearray(open(src_lib, "rb").read())
-    # The MLAS mask's third byte is the 0x01 of 0x00010000: after the optional REX byte, F7 and ModRM, two zeros.
+    # The byte to clear is the 0x01 of the immediate 0x00010000 (stored 00 00 01 00), after the optional REX
+    # byte, F7 and the ModRM byte.
     m = MLAS_AVX512F.search(data)
     rex = 1 if m is not None and data[m.start()] == 0x41 else 0
     at1, old1 = patch(data, MLAS_AVX512F, "MLAS's AVX512F test", rex + 4, 0x00)
