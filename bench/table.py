@@ -40,6 +40,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from ort_avx2 import MARKER as ORT_HELD_TO_AVX2_MARKER  # noqa: E402  (the file bench/ort_avx2.py leaves)
 PY = sys.executable
 GREEDY_TOKENS = 32  # bench_gpt2.cpp's BM_gpt2_greedy_decode/32: its time is 32 tokens' worth
 GEMM = "gemm"
@@ -231,7 +233,7 @@ def ort_version(ort_dir):
 
 
 def ort_held_to_avx2(ort_dir):
-    return os.path.exists(os.path.join(ort_dir, "HELD_TO_AVX2"))
+    return os.path.exists(os.path.join(ort_dir, ORT_HELD_TO_AVX2_MARKER))
 
 
 def ms(t):
