@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from table import build_description  # bench/table.py, beside this script
+
 
 def cpp_medians(binary, reps, extra_args=(), context=None):
     """{name: median seconds} of a Google Benchmark binary; `context`, a dict if given, receives the run's
@@ -53,6 +55,7 @@ def main():
     os.environ["EIGENFORMER_NUM_THREADS"] = env_threads
     ours = cpp_medians(args.binary, args.repetitions)
     theirs = torch_medians(args.torch_script, args.threads)
+    print(build_description(args.binary))
     print(f"{'benchmark':32} {'eigenformer':>14} {'pytorch':>14} {'speed-up':>9}")
     for name in ours:
         t = theirs.get(name)

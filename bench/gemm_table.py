@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 from compare import cpp_medians  # bench/compare.py, beside this script
+from table import build_description  # bench/table.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,8 +77,8 @@ def main():
     for _ in range(args.rounds):
         ours = cpp_medians(args.binary, reps, [f"--benchmark_min_time={args.min_time}"], context)
         rounds.append(rows_of_round(ours, torch_medians(args.min_time)))
-    print(f"CPU: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}, "
-          f"{context.get('num_cpus', '?')} cores; backend::gemm computes with {context.get('gemm_library', '?')}; "
+    print(build_description(args.binary))
+    print(f"backend::gemm computes with {context.get('gemm_library', '?')}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(detected)')}; {args.rounds} round(s)")
     cols = ["ours 1t", "ours 2t", "oneDNN 2t", "OpenBLAS 2t", "torch.mm best", "ours/best", "ours 2t, weight packed at load",
             "packed/best"]

@@ -194,13 +194,14 @@ def openblas_env(script):
     return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
 
-def machine(build_dir):
+def machine(build_dir, binary=None):
+    """The CPU, the compiler and the flags the benchmarks in build_dir were built with (binary's, when given)."""
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = re.search(r"^Model name:\s*(.+)$", lscpu, re.M)
     flags = open("/proc/cpuinfo").read()
     simd = next((s for s in ("avx512f", "avx2", "avx") if re.search(rf"\b{s}\b", flags)), "sse")
     cxx_flags = "?"
-    for binary in ("bench_gpt2", "bench_bert", "bench_train", "bench_gemm"):
+    for binary in ([binary] if binary else []) + ["bench_gpt2", "bench_bert", "bench_train", "bench_gemm"]:
         flags_make = os.path.join(build_dir, "bench", "CMakeFiles", f"{binary}.dir", "flags.make")
         if os.path.exists(flags_make):
             m = re.search(r"^CXX_FLAGS = (.*)$", open(flags_make).read(), re.M)
@@ -216,6 +217,15 @@ def machine(build_dir):
     return {"cpu": model.group(1).strip() if model else platform.processor(), "cores": os.cpu_count(), "simd": simd,
             "compiler": version[0] if version else cxx, "cxx_flags": cxx_flags,
             "gemm": "the packed kernel / Eigen" if blas in ("OFF", "") else blas}
+
+
+def build_description(binary):
+    """One line for a report that runs one benchmark binary (<build>/bench/<name>): the machine and how the
+    binary was compiled, which every benchmark report names."""
+    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(binary)))
+    info = machine(build_dir, os.path.basename(binary))
+    return (f"Machine: {info['cpu']} ({info['simd']}, {info['cores']} vCPUs); {os.path.basename(binary)}: "
+            f"{info['compiler']}, {info['cxx_flags']}")
 
 
 def versions(torch_env):
