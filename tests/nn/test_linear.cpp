@@ -302,3 +302,51 @@ TEST_CASE("Linear and Conv1D: a weight held only packed gives the packed product
   }
   check_ran_at_least(ran, 2, "layers and row counts");
 }
+
+// dense_hidden_product lays a float result 1024 floats wide (rows a multiple of 4 KiB apart otherwise) out with
+// its rows 1040 floats apart, as a view of a wider tensor, and any other result as dense_product does; either
+// way the values are dense_product's bit for bit (the same kernel reads the same weight and writes at another
+// stride): for a float weight, a packed copy kept beside it and a weight held only as bfloat16. 3 rows (the
+// decoding products) and 1000 columns stay contiguous. A Linear then reads the spaced rows as its 2-D input
+// and gives the bits it gives their contiguous copy, in inference and in training, backward included.
+TEST_CASE("dense_hidden_product spaces rows 4 KiB apart with dense_product's bits, and Linear reads such rows") {
+  std::size_t ran = 0;
+  for (const index_t width : {1024, 1000})
+    for (const int hold : {0, 1, 2})  // the float weight, packed beside it, held only as bfloat16
+      for (const index_t rows : {3, 40}) {
+        CAPTURE(width);
+        CAPTURE(hold);
+        CAPTURE(rows);
+        ef::manual_seed(21);
+        ef::nn::Linear<float> layer(32, width);
+        layer.eval();
+        if (hold == 1) layer.pack_weights(ef::FloatWeights::keep);
+        if (hold == 2) layer.to_bf16_weights(ef::FloatWeights::release);
+        const auto x = ef::randn<float>({rows, 32});
+        const ef::backend::Epilogue<float> epilogue{&layer.bias->data, ef::backend::Activation::gelu_tanh};
+        const auto w = layer.weight.data.t();
+        const auto expected = ef::nn::detail::dense_product(x, w, layer.prepared_weight(), epilogue);
+        const auto got = ef::nn::detail::dense_hidden_product(x, w, layer.prepared_weight(), epilogue);
+        const bool spaced = width == 1024 && rows > ef::backend::detail::gemv_max_rows;
+        CHECK(got.strides()[0] == (spaced ? 1040 : width));
+        CHECK(got.contiguous().to_vector() == expected.to_vector());
+        if (spaced) {
+          ef::nn::Linear<float> next(width, 24);
+          next.eval();
+          CHECK(next.forward(got).to_vector() == next.forward(got.contiguous()).to_vector());
+          next.train();
+          const auto g = ef::randn<float>({rows, 24});
+          const auto y_spaced = next.forward(got);
+          const auto dx_spaced = next.backward(g);
+          const auto dw_spaced = next.weight.grad().contiguous().to_vector();
+          next.zero_grad();
+          const auto y_dense = next.forward(got.contiguous());
+          const auto dx_dense = next.backward(g);
+          CHECK(y_spaced.to_vector() == y_dense.to_vector());
+          CHECK(dx_spaced.to_vector() == dx_dense.to_vector());
+          CHECK(dw_spaced == next.weight.grad().contiguous().to_vector());
+        }
+        ++ran;
+      }
+  check_ran(ran, 2 * 3 * 2, "widths, weight forms and row counts");
+}

@@ -509,8 +509,14 @@ class BertResidualOutput : public nn::Module<T> {
     m.child("dropout", dropout);
   }
 
-  Tensor<T, 3> forward(const Tensor<T, 3>& h, const Tensor<T, 3>& input) const {
-    auto y = dropout.forward(dense.forward(h));
+  // h: (B, T, in_features), or its rows (B * T, in_features) as BertIntermediate::forward_rows gives them.
+  template <std::size_t R>
+  Tensor<T, 3> forward(const Tensor<T, R>& h, const Tensor<T, 3>& input) const {
+    static_assert(R == 2 || R == 3, "BertOutput.forward: the hidden layer is (B, T, in) or (B * T, in)");
+    Tensor<T, 3> dense_out;
+    if constexpr (R == 2) dense_out = dense.forward(h).view(input.shape());
+    else dense_out = dense.forward(h);
+    auto y = dropout.forward(dense_out);
     if (pre_layer_norm_) return detail::add_into(y, input);
     return LayerNorm.add_forward(y, input);  // the sum and its LayerNorm in one pass in inference
   }
@@ -575,18 +581,31 @@ class BertIntermediate : public nn::Module<T> {
   }
 
   Tensor<T, 3> forward(const Tensor<T, 3>& x) const {
-    if (this->records_for_backward() || x.shape()[2] != dense.in_features())
-      return intermediate_act_fn.forward(dense.forward(x));
+    if (!fuses(x)) return intermediate_act_fn.forward(dense.forward(x));
     // Inference: one gemm with the bias and the activation in its epilogue (one pass over the wide hidden
     // layer, no tensor for the pre-activation).
-    const index_t b = x.shape()[0], t = x.shape()[1];
-    const auto h = nn::detail::dense_product(x.reshape(Shape<2>{b * t, dense.in_features()}), dense.weight.data.t(),
-                                             dense.prepared_weight(),
-                                             backend::Epilogue<T>{&dense.bias->data,
-                                                                  nn::epilogue_activation(intermediate_act_fn.kind())});
-    return h.view(Shape<3>{b, t, dense.out_features()});
+    const auto h = nn::detail::dense_product(rows_of(x), dense.weight.data.t(), dense.prepared_weight(), epilogue());
+    return h.view(Shape<3>{x.shape()[0], x.shape()[1], dense.out_features()});
+  }
+
+  // Whether forward runs as one fused product: in inference, on an input of the right width.
+  bool fuses(const Tensor<T, 3>& x) const {
+    return !this->records_for_backward() && x.shape()[2] == dense.in_features();
+  }
+  // The fused forward as (B * T, intermediate_size) rows laid out for the product that reads them next
+  // (BertOutput's dense; nn::detail::dense_hidden_product), for BertLayer's inference. Only where fuses(x).
+  Tensor<T, 2> forward_rows(const Tensor<T, 3>& x) const {
+    return nn::detail::dense_hidden_product(rows_of(x), dense.weight.data.t(), dense.prepared_weight(), epilogue());
   }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) { return dense.backward(intermediate_act_fn.backward(g)); }
+
+ private:
+  Tensor<T, 2> rows_of(const Tensor<T, 3>& x) const {
+    return x.reshape(Shape<2>{x.shape()[0] * x.shape()[1], dense.in_features()});
+  }
+  backend::Epilogue<T> epilogue() const {
+    return {&dense.bias->data, nn::epilogue_activation(intermediate_act_fn.kind())};
+  }
 };
 
 // One encoder layer (Hugging Face's BertLayer).
@@ -610,7 +629,9 @@ class BertLayer : public nn::Module<T> {
   // `weights`: as BertSelfAttention::forward's.
   Tensor<T, 3> forward(const Tensor<T, 3>& x, const Tensor<bool, 2>* mask, Tensor<T, 4>* weights = nullptr) const {
     const auto a = attention.forward(x, mask, weights);
-    return output.forward(intermediate.forward(pre_layer_norm_ ? output.LayerNorm.forward(a) : a), a);
+    const auto in = pre_layer_norm_ ? output.LayerNorm.forward(a) : a;
+    if (!this->records_for_backward() && intermediate.fuses(in)) return output.forward(intermediate.forward_rows(in), a);
+    return output.forward(intermediate.forward(in), a);
   }
 
   Tensor<T, 3> backward(const Tensor<T, 3>& grad_output) {

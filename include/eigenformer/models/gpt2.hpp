@@ -243,14 +243,15 @@ class GPT2MLP : public nn::Module<T> {
     return dropout.forward(c_proj.forward(act.forward(c_fc.forward(x))));
   }
   // Inference: the same without the dropout, c_fc and the activation as one gemm (the activation applied in
-  // its epilogue: one pass over the 4C-wide hidden layer and no tensor for the pre-activation).
+  // its epilogue: one pass over the 4C-wide hidden layer and no tensor for the pre-activation), the hidden
+  // layer's rows spaced for c_proj's product (dense_hidden_product).
   Tensor<T, 3> forward_inference(const Tensor<T, 3>& x) const {
     const index_t b = x.shape()[0], t = x.shape()[1];
     if (x.shape()[2] != c_fc.in_features()) return c_proj.forward(act.forward(c_fc.forward(x)));  // its error
-    const auto hidden = nn::detail::dense_product(x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data,
-                                                  c_fc.prepared_weight(),
-                                                  backend::Epilogue<T>{&c_fc.bias.data, nn::epilogue_activation(act.kind())});
-    return c_proj.forward(hidden.view(Shape<3>{b, t, c_fc.out_features()}));
+    const auto hidden = nn::detail::dense_hidden_product(
+        x.reshape(Shape<2>{b * t, c_fc.in_features()}), c_fc.weight.data, c_fc.prepared_weight(),
+        backend::Epilogue<T>{&c_fc.bias.data, nn::epilogue_activation(act.kind())});
+    return c_proj.forward(hidden).view(Shape<3>{b, t, c_proj.out_features()});
   }
   Tensor<T, 3> backward(const Tensor<T, 3>& g) {
     return c_fc.backward(act.backward(c_proj.backward(dropout.backward(g))));

@@ -157,6 +157,29 @@ void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const Pre
   }
 }
 
+// dense_product for a result that the next product reads as its left operand (a feed-forward block's hidden
+// layer, which its second layer multiplies). When the result is a multiple of 1024 floats wide (4 KiB: BERT's and
+// GPT-2's 3072, the seed model's 1024) its rows are laid cols + 16 floats apart, in a wider tensor of which this is
+// a view: rows 4 KiB apart put the twelve rows that the AVX-512 kernel's register block reads at each step of k
+// in one set of the L1 cache, and the product reading them ran 1.17-1.36x slower on 2 threads than the same
+// product with rows 16 floats further apart (AMD Zen 5, throwaway driver, one process, BERT-base's 128 x 768 x
+// 3072 and 1024 x 768 x 3072, GPT-2's 128 x 768 x 3072 packed, and 2048 x 256 x 1024; 1.4x on 1 thread in the
+// host's slow spells, bench/README.md, "thirty-fifth session"). The products read any row stride, so spacing the rows costs
+// nothing but 64 bytes a row; AVX2's six-row block was as fast either way. Few-row products (decoding) keep
+// dense_product's result, whose choice of a bfloat16 copy the spaced path would not make.
+template <floating_element T>
+Tensor<T, 2> dense_hidden_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
+                                  const backend::Epilogue<T>& epilogue) {
+  constexpr index_t aliasing_floats = 1024, spacing_floats = 16;
+  const index_t rows = x2.shape()[0], cols = w.shape()[1];
+  if (!std::is_same_v<T, float> || cols % aliasing_floats != 0 || rows <= backend::detail::gemv_max_rows ||
+      x2.shape()[1] != w.shape()[0])
+    return dense_product(x2, w, prepared, epilogue);  // the unspaced result, or its error message
+  auto hidden = Tensor<T, 2>::empty(Shape<2>{rows, cols + spacing_floats}).narrow(1, 0, cols);
+  dense_product_into(x2, w, prepared, hidden, epilogue);
+  return hidden;
+}
+
 // (..., in) -> (..., out) as one gemm with the bias added in its epilogue. `context`, when given, receives
 // what dense_backward needs; `prepared` holds the layer's prepared copies of dense_in_out(weight), if any.
 template <floating_element T, std::size_t R>
@@ -170,7 +193,11 @@ Tensor<T, R> dense_forward(const char* layer, const Tensor<T, R>& x, const Tenso
     throw shape_error(std::string(layer) + ".forward: input " + shape_string(x.shape()) + " x weight " +
                       shape_string(weight.shape()) + ": last dim of the input must be in_features " +
                       std::to_string(in));
-  const auto x2 = x.reshape(Shape<2>{x.numel() / in, in});  // (N, in)
+  // (N, in); a matrix is read in place whatever its strides (a reshape would copy one whose rows are spaced,
+  // as dense_hidden_product's are).
+  Tensor<T, 2> x2;
+  if constexpr (R == 2) x2 = x;
+  else x2 = x.reshape(Shape<2>{x.numel() / in, in});
   auto y = dense_product(x2, w, prepared, backend::Epilogue<T>{bias, backend::Activation::none});  // (N, out)
   if (context) *context = DenseContext<T>{x2, std::vector<index_t>(x.shape().begin(), x.shape().end())};
   Shape<R> out_shape = x.shape();
