@@ -158,15 +158,15 @@ void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const Pre
 }
 
 // dense_product for a result that the next product reads as its left operand (a feed-forward block's hidden
-// layer, which its second layer multiplies). When the result is a multiple of 1024 floats wide (4 KiB: BERT's and
-// GPT-2's 3072, the seed model's 1024) its rows are laid cols + 16 floats apart, in a wider tensor of which this is
-// a view: rows 4 KiB apart put the twelve rows that the AVX-512 kernel's register block reads at each step of k
-// in one set of the L1 cache, and the product reading them ran 1.17-1.36x slower on 2 threads than the same
-// product with rows 16 floats further apart (AMD Zen 5, throwaway driver, one process, BERT-base's 128 x 768 x
-// 3072 and 1024 x 768 x 3072, GPT-2's 128 x 768 x 3072 packed, and 2048 x 256 x 1024; 1.4x on 1 thread in the
-// host's slow spells, bench/README.md, "thirty-fifth session"). The products read any row stride, so spacing the rows costs
-// nothing but 64 bytes a row; AVX2's six-row block was as fast either way. Few-row products (decoding) keep
-// dense_product's result, whose choice of a bfloat16 copy the spaced path would not make.
+// layer, which its second layer multiplies). When the result is a multiple of 1024 floats wide (rows 4 KiB
+// apart, as BERT's and GPT-2's 3072 are) its rows are laid cols + 16 floats apart instead, in a wider tensor of
+// which this is a view: rows 4 KiB apart put the twelve rows that the AVX-512 kernel's register block reads at
+// each step of k in one set of the L1 cache, and on an AMD Zen 5 the products reading them ran 1.11-1.36x
+// slower on 2 threads than with the rows spaced (throwaway driver, both layouts in one process: 128 x 768 x
+// 3072, 1024 x 768 x 3072 and 2048 x 256 x 1024; bench/README.md, "thirty-fifth session"). Products read any
+// row stride, so the spacing costs 64 bytes a row and nothing else; AVX2's six-row block ran as fast either
+// way. Few-row products (decoding) keep dense_product's result, whose choice of a bfloat16 copy the spaced
+// path would not make.
 template <floating_element T>
 Tensor<T, 2> dense_hidden_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
                                   const backend::Epilogue<T>& epilogue) {
