@@ -201,8 +201,8 @@ def machine(build_dir, binary=None):
     flags = open("/proc/cpuinfo").read()
     simd = next((s for s in ("avx512f", "avx2", "avx") if re.search(rf"\b{s}\b", flags)), "sse")
     cxx_flags = "?"
-    for binary in ([binary] if binary else []) + ["bench_gpt2", "bench_bert", "bench_train", "bench_gemm"]:
-        flags_make = os.path.join(build_dir, "bench", "CMakeFiles", f"{binary}.dir", "flags.make")
+    for name in ([binary] if binary else []) + ["bench_gpt2", "bench_bert", "bench_train", "bench_gemm"]:
+        flags_make = os.path.join(build_dir, "bench", "CMakeFiles", f"{name}.dir", "flags.make")
         if os.path.exists(flags_make):
             m = re.search(r"^CXX_FLAGS = (.*)$", open(flags_make).read(), re.M)
             cxx_flags = re.sub(r"\s*-DEIGENFORMER_NATIVE_CPU_ID=\w+", "", m.group(1)) if m else "?"
