@@ -114,25 +114,32 @@ ef::models::GPT2LMHeadModel<float>& gpt2_small_bf16() {
   return model;
 }
 
-// GPT-2 small holding its weight matrices only packed (FloatWeights::release), built the way
+// A GPT-2 holding its weight matrices only packed (FloatWeights::release), built the way
 // load_pretrained(dir, {.pack_weights = true}) loads it and for gpt2_small_bf16's reason: each matrix drawn
 // into untouched zero pages, packed, its float values freed. Packing the float model after building it held
-// wte twice for a moment, and that moment was this process's peak RSS (642 MB where loading peaks at 525).
+// wte twice for a moment, and that moment was this process's peak RSS (642 MB where loading GPT-2 small peaks
+// at 525).
+ef::models::GPT2LMHeadModel<float> make_gpt2_packed(const ef::models::GPT2Config& config) {
+  ef::manual_seed(0);
+  ef::models::GPT2LMHeadModel<float> m(config, ef::models::no_init);
+  ef::normal_(m.transformer.wte.weight.data, 0.0, 0.02);
+  m.pack_tied_head(ef::FloatWeights::release);  // the head's packed copy becomes the only table
+  ef::normal_(m.transformer.wpe.weight.data, 0.0, 0.02);
+  for (auto& [name, module] : m.named_modules())
+    if (auto* conv = dynamic_cast<ef::nn::Conv1D<float>*>(module)) {
+      ef::normal_(conv->weight.data, 0.0, 0.02);
+      conv->pack_weights(ef::FloatWeights::release);
+    }
+  m.eval();
+  return m;
+}
 ef::models::GPT2LMHeadModel<float>& gpt2_small_packed() {
-  static ef::models::GPT2LMHeadModel<float> model = [] {
-    ef::manual_seed(0);
-    ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_small(), ef::models::no_init);
-    ef::normal_(m.transformer.wte.weight.data, 0.0, 0.02);
-    m.pack_tied_head(ef::FloatWeights::release);  // the head's packed copy becomes the only table
-    ef::normal_(m.transformer.wpe.weight.data, 0.0, 0.02);
-    for (auto& [name, module] : m.named_modules())
-      if (auto* conv = dynamic_cast<ef::nn::Conv1D<float>*>(module)) {
-        ef::normal_(conv->weight.data, 0.0, 0.02);
-        conv->pack_weights(ef::FloatWeights::release);
-      }
-    m.eval();
-    return m;
-  }();
+  static ef::models::GPT2LMHeadModel<float> model = make_gpt2_packed(ef::models::GPT2Config::gpt2_small());
+  return model;
+}
+// GPT-2 medium: 1024 wide, so every product's input has rows 4 KiB apart (backend::detail::unaliased_left_operand).
+ef::models::GPT2LMHeadModel<float>& gpt2_medium_packed() {
+  static ef::models::GPT2LMHeadModel<float> model = make_gpt2_packed(ef::models::GPT2Config::gpt2_medium());
   return model;
 }
 
@@ -171,6 +178,9 @@ BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 // without repacking.
 void BM_gpt2_forward_packed(benchmark::State& state) { run_forward(state, gpt2_small_packed()); }
 BENCHMARK(BM_gpt2_forward_packed)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
+// GPT-2 medium (24 layers, 1024 wide, 355M parameters) held only packed, as BM_gpt2_forward_packed holds small.
+void BM_gpt2_medium_forward_packed(benchmark::State& state) { run_forward(state, gpt2_medium_packed()); }
+BENCHMARK(BM_gpt2_medium_forward_packed)->Arg(128)->Unit(benchmark::kMillisecond);
 
 // The same with the weights held only as bfloat16 (gpt2 --dtype bf16): a prompt's forward, every product of
 // 128 rows widening its weight a group of columns at a time. No PyTorch twin (its bfloat16 products are not

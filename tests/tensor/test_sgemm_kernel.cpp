@@ -411,6 +411,82 @@ TEST_CASE(
   for_each_kernel(check_packed_weight_products);
 }
 
+
+namespace {
+
+void check_aliased_rows(const SgemmKernel& kernel) {
+  namespace bd = ef::backend::detail;
+  std::mt19937 gen(17);
+  const bool twelve_rows = kernel.mr > 8;  // the register block whose rows alias in the L1 (AVX-512's)
+  std::size_t ran = 0;
+  // k = 1024: rows 4 KiB apart as stored; k = 1000 read from rows 2048 floats apart (a narrow view).
+  for (const index_t k : {1024, 1000})
+    for (const index_t n : {bd::unaliasing_min_cols + 44, bd::unaliasing_min_cols - 56})
+      for (const index_t m : {9, 40}) {
+        CAPTURE(k);
+        CAPTURE(n);
+        CAPTURE(m);
+        const auto stored = uniform_matrix(m, k == 1024 ? k : 2048, gen);
+        const auto a = stored.narrow(1, 0, k);
+        auto plain = uniform_matrix(m, k + 3, gen).narrow(1, 0, k);  // rows k + 3 floats apart
+        for (index_t i = 0; i < m; ++i)
+          std::memcpy(plain.data() + i * plain.strides()[0], a.data() + i * a.strides()[0],
+                      sizeof(float) * static_cast<std::size_t>(k));
+        // What the products read: a copy with spaced rows exactly when the AVX-512 kernel computes enough
+        // columns, holding a's values.
+        ef::Tensor<float, 2> unused, spaced;
+        const auto operand = bd::matrix_operand(a, unused);
+        const auto read = bd::unaliased_left_operand(&kernel, operand, m, k, n, true, spaced);
+        const bool copies = twelve_rows && n >= bd::unaliasing_min_cols;
+        CHECK((read.data != a.data()) == copies);
+        if (copies) {
+          CHECK(read.info.outer_stride == (k == 1024 ? k + bd::row_spacing_floats : k));
+          CHECK(read.info.outer_stride % bd::aliasing_row_floats != 0);
+          bool same = true;
+          for (index_t i = 0; i < m; ++i)
+            same = same && std::memcmp(read.data + i * read.info.outer_stride, a.data() + i * a.strides()[0],
+                                       sizeof(float) * static_cast<std::size_t>(k)) == 0;
+          CHECK(same);
+        }
+        // The products' bits equal those of the same values read from rows k + 3 apart: per call, with the
+        // weight packed (on the pool and on the calling thread) and held as bfloat16 (widened into panels).
+        const auto b = uniform_matrix(n, k, gen).t();
+        const ef::PackedMatrix packed(b);
+        auto rounded = b.contiguous();
+        ef::round_to_bf16_(rounded);
+        const ef::Bf16Matrix b16(rounded);
+        for (const int threads : {1, 2}) {
+          ef::set_num_threads(threads);
+          const auto expect_per_call = ef::backend::gemm(plain, b);
+          const auto expect_packed = ef::backend::gemm(plain, b, &packed);
+          auto expect_b16 = ef::Tensor<float, 2>::empty({m, n});
+          ef::backend::gemm(plain, b16, expect_b16);
+          auto got = ef::Tensor<float, 2>::empty({m, n});
+          const auto bits_equal = [&](const ef::Tensor<float, 2>& expected) {
+            return std::memcmp(got.data(), expected.data(), sizeof(float) * static_cast<std::size_t>(m * n)) == 0;
+          };
+          ef::backend::gemm(a, b, got);
+          CHECK(bits_equal(expect_per_call));
+          for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread}) {
+            ef::backend::gemm(a, b, &packed, got, 1.0f, 0.0f, {}, tiling);
+            CHECK(bits_equal(expect_packed));
+          }
+          ef::backend::gemm(a, b16, got);
+          CHECK(bits_equal(expect_b16));
+          ++ran;
+        }
+      }
+  ef::set_num_threads(1);
+  eftest::check_ran(ran, 2 * 2 * 2 * 2, "widths, column counts, row counts and thread counts");
+}
+
+}  // namespace
+
+TEST_CASE("a row-major a whose rows lie 4 KiB apart is read from a spaced copy, with the bits of any other spacing") {
+  const int saved = ef::get_num_threads();
+  for_each_kernel(check_aliased_rows);
+  ef::set_num_threads(saved);
+}
 TEST_CASE("a packed weight: few-row products read the float weight, and a stale or foreign copy is refused") {
   for_each_kernel([](const SgemmKernel&) {
     std::mt19937 gen(17);

@@ -164,18 +164,17 @@ void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const Pre
 // each step of k in one set of the L1 cache, and on an AMD Zen 5 the products reading them ran 1.11-1.36x
 // slower on 2 threads than with the rows spaced (throwaway driver, both layouts in one process: 128 x 768 x
 // 3072, 1024 x 768 x 3072 and 2048 x 256 x 1024; bench/README.md, "thirty-fifth session"). Products read any
-// row stride, so the spacing costs 64 bytes a row and nothing else; AVX2's six-row block ran as fast either
-// way. Few-row products (decoding) keep dense_product's result, whose choice of a bfloat16 copy the spaced
-// path would not make.
+// row stride, so the spacing costs 64 bytes a row and saves the spaced copy that the product would otherwise
+// make of its left operand (backend::detail::unaliased_left_operand). Few-row products (decoding) keep
+// dense_product's result, whose choice of a bfloat16 copy the spaced path would not make.
 template <floating_element T>
 Tensor<T, 2> dense_hidden_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
                                   const backend::Epilogue<T>& epilogue) {
-  constexpr index_t aliasing_floats = 1024, spacing_floats = 16;
   const index_t rows = x2.shape()[0], cols = w.shape()[1];
-  if (!std::is_same_v<T, float> || cols % aliasing_floats != 0 || rows <= backend::detail::gemv_max_rows ||
-      x2.shape()[1] != w.shape()[0])
+  if (!std::is_same_v<T, float> || cols % backend::detail::aliasing_row_floats != 0 ||
+      rows <= backend::detail::gemv_max_rows || x2.shape()[1] != w.shape()[0])
     return dense_product(x2, w, prepared, epilogue);  // the unspaced result, or its error message
-  auto hidden = Tensor<T, 2>::empty(Shape<2>{rows, cols + spacing_floats}).narrow(1, 0, cols);
+  auto hidden = backend::detail::empty_unaliased_rows<T>(rows, cols);
   dense_product_into(x2, w, prepared, hidden, epilogue);
   return hidden;
 }

@@ -225,10 +225,10 @@ inline constexpr index_t bf16_widened_group_floats = index_t{1} << 16;
 inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>& a, const Bf16Matrix& b16,
                                Tensor<float, 2>& c, const float* bias, Activation act) {
   const index_t m = a.shape()[0], k = a.shape()[1], n = b16.cols(), nr = kernel.nr, ldc = c.strides()[0];
-  Tensor<float, 2> a_copy;
-  const auto ao = matrix_operand(a, a_copy);
-  const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
+  Tensor<float, 2> a_copy, a_spaced;
   const bool on_pool = plan_gemm<float>(m, n, k).tiles() > 1;
+  const auto ao = unaliased_left_operand(&kernel, matrix_operand(a, a_copy), m, k, n, on_pool, a_spaced);
+  const bool a_col_major = ao.info.layout == eigenformer::detail::matrix_layout::col_major;
   const index_t threads = on_pool ? get_num_threads() : 1, panels = ceil_div(n, nr);
   // At least shared_blocks_per_thread groups a thread where the weight has that many panels, handed out in
   // about four runs a thread (below), so that the others take over a stalled thread's share (see

@@ -339,7 +339,9 @@ inline void gemm_reading_packed(const Tensor<float, 2>& a, const PackedMatrix& p
                          c.strides()[0], bias, epilogue.activation, on_pool);
     return;
   }
-  gemm_packed_blocks(*packed.kernel(), m, n, k, a_col_major, ao.data, ao.info.outer_stride, packed.data(),
+  Tensor<float, 2> a_spaced;
+  const auto a_in = unaliased_left_operand(packed.kernel(), ao, m, k, n, on_pool, a_spaced);
+  gemm_packed_blocks(*packed.kernel(), m, n, k, a_col_major, a_in.data, a_in.info.outer_stride, packed.data(),
                      packed.padded_cols(), c.data(), c.strides()[0], alpha, beta, bias, epilogue.activation, on_pool);
 }
 
