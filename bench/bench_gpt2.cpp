@@ -178,7 +178,17 @@ BENCHMARK(BM_gpt2_forward)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 // without repacking.
 void BM_gpt2_forward_packed(benchmark::State& state) { run_forward(state, gpt2_small_packed()); }
 BENCHMARK(BM_gpt2_forward_packed)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
-// GPT-2 medium (24 layers, 1024 wide, 355M parameters) held only packed, as BM_gpt2_forward_packed holds small.
+// GPT-2 medium (24 layers, 1024 wide, 355M parameters), float weights and held only packed, as small above.
+void BM_gpt2_medium_forward(benchmark::State& state) {
+  static ef::models::GPT2LMHeadModel<float> model = [] {
+    ef::manual_seed(0);
+    ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_medium());
+    m.eval();
+    return m;
+  }();
+  run_forward(state, model);
+}
+BENCHMARK(BM_gpt2_medium_forward)->Arg(128)->Unit(benchmark::kMillisecond);
 void BM_gpt2_medium_forward_packed(benchmark::State& state) { run_forward(state, gpt2_medium_packed()); }
 BENCHMARK(BM_gpt2_medium_forward_packed)->Arg(128)->Unit(benchmark::kMillisecond);
 

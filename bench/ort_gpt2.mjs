@@ -1,6 +1,7 @@
 // ONNX Runtime twin of bench/bench_gpt2.cpp's forward cases: the plain-torch GPT-2 small of bench/torch_gpt2.py
 // (random weights) exported to ONNX (opset 14, logits of every position, no KV cache), run by the npm package
-// onnxruntime-node. Prints `BM_gpt2_forward/<tokens>/<threads><TAB>median_seconds` (wall clock).
+// onnxruntime-node. Prints `BM_gpt2_forward/<tokens>/<threads><TAB>median_seconds` (wall clock), whichever size
+// the file holds (`--size medium` exports GPT-2 medium, BM_gpt2_medium_forward's twin).
 //
 //   /usr/bin/python3 bench/torch_gpt2.py --export-onnx /tmp/gpt2_small.onnx          # ~650 MB
 //   node bench/ort_gpt2.mjs /tmp/gpt2_small.onnx [--ort-dir /work/ort] [--min-time 3] [--threads 1,2] [--only NAME]

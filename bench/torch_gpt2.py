@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""PyTorch twin of bench/bench_gpt2.cpp: GPT-2 small (124M, fp32) inference under the same BM_ names.
+"""PyTorch twin of bench/bench_gpt2.cpp: GPT-2 small (124M, fp32) inference under the same BM_ names, and GPT-2
+medium's (355M) forward.
 
 The model is the plain-torch GPT-2 of tools/reference/make_gpt2_fixtures.py (Hugging Face's computation) at
 GPT-2 small's size with random weights (its init_weights, eigenformer's rule), in eval mode under torch.no_grad(). Prints `name<TAB>median_seconds`
 (torch.utils.benchmark).
 
   /usr/bin/python3 bench/torch_gpt2.py [--threads N] [--only NAME]     # NAME: one case, e.g. BM_gpt2_forward/512
-  /usr/bin/python3 bench/torch_gpt2.py --export-onnx m.onnx           # the same module as ONNX, for ort_gpt2.mjs
+  /usr/bin/python3 bench/torch_gpt2.py --export-onnx m.onnx [--size medium]  # as ONNX, for ort_gpt2.mjs
 
 BM_gpt2_greedy_decode/32 is 32 greedy tokens after a 128-token prompt (the prompt untimed, as the C++ side):
 its time is 32 tokens' worth. The past keys and values are concatenated each step, as Hugging Face's model does.
@@ -25,6 +26,7 @@ from make_gpt2_fixtures import GPT2LMHeadModel, init_weights  # noqa: E402
 
 SMALL = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
          "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+SIZES = {"small": SMALL, "medium": {**SMALL, "n_embd": 1024, "n_layer": 24, "n_head": 16}}
 GREEDY_TOKENS = 32
 
 
@@ -32,12 +34,13 @@ def token_ids(t):
     return (torch.arange(t) * 7919 % 50257).unsqueeze(0)  # bench_gpt2.cpp's ids
 
 
-def model():
+def model(size="small"):
     """Random weights drawn as bench_gpt2.cpp's model draws them (the module alone starts with zero Conv1D weights,
-    which an ONNX export would store once for all twelve layers)."""
-    m = GPT2LMHeadModel(SMALL)
+    which an ONNX export would store once for all its layers)."""
+    config = SIZES[size]
+    m = GPT2LMHeadModel(config)
     torch.manual_seed(0)
-    init_weights(m, SMALL)
+    init_weights(m, config)
     return m.eval()
 
 
@@ -60,9 +63,9 @@ class LogitsOnly(torch.nn.Module):
         return self.m(input_ids)[0]
 
 
-def export_onnx(path):
+def export_onnx(path, size):
     with torch.no_grad():
-        torch.onnx.export(LogitsOnly(model()), (token_ids(128),), path, opset_version=14, input_names=["input_ids"],
+        torch.onnx.export(LogitsOnly(model(size)), (token_ids(128),), path, opset_version=14, input_names=["input_ids"],
                           output_names=["logits"], dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
                                                                  "logits": {0: "batch", 1: "seq"}})
 
@@ -73,9 +76,10 @@ def main():
     ap.add_argument("--min-time", type=float, default=2.0)
     ap.add_argument("--only", metavar="NAME", help="run this case alone")
     ap.add_argument("--export-onnx", metavar="PATH")
+    ap.add_argument("--size", choices=SIZES, default="small", help="the model --export-onnx writes")
     args = ap.parse_args()
     if args.export_onnx:
-        export_onnx(args.export_onnx)
+        export_onnx(args.export_onnx, args.size)
         return
     torch.set_num_threads(args.threads)
     ids = token_ids(128)
@@ -95,6 +99,7 @@ def main():
     greedy_stmt = f"greedy(m, first, past, {GREEDY_TOKENS})"
     work = {"BM_gpt2_forward/128": ("m(ids)", lambda: {"m": fp32_model()}),
             "BM_gpt2_forward/512": ("m(ids512)", lambda: {"m": fp32_model(), "ids512": token_ids(512)}),
+            "BM_gpt2_medium_forward/128": ("m(ids)", lambda: {"m": model("medium")}),
             "BM_gpt2_decode_step": ("m(nxt, past)",
                                     lambda: {**decode_setup(fp32_model()), "nxt": ids[:, :1]}),
             f"BM_gpt2_greedy_decode/{GREEDY_TOKENS}": (greedy_stmt, lambda: decode_setup(fp32_model())),
