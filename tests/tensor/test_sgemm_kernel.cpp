@@ -417,7 +417,11 @@ namespace {
 void check_aliased_rows(const SgemmKernel& kernel) {
   namespace bd = ef::backend::detail;
   std::mt19937 gen(17);
-  const bool twelve_rows = kernel.mr > 8;  // the register block whose rows alias in the L1 (AVX-512's)
+  // Lines the register block keeps in the L1 set that rows 4 KiB apart share, its rows of a and its panel of
+  // b's: AVX-512 12 + 8, AVX2 6 + 4; more than the set's ways evict each other.
+  const int ways = ef::backend::l1_data_ways() > 0 ? ef::backend::l1_data_ways() : 12;
+  const bool evict = ways < (kernel.isa == CpuIsa::avx512 ? 20 : 10);
+  CHECK(bd::rows_4k_apart_evict(kernel) == evict);
   std::size_t ran = 0;
   // k = 1024: rows 4 KiB apart as stored; k = 1000 read from rows 2048 floats apart (a narrow view).
   for (const index_t k : {1024, 1000})
@@ -437,7 +441,7 @@ void check_aliased_rows(const SgemmKernel& kernel) {
         ef::Tensor<float, 2> unused, spaced;
         const auto operand = bd::matrix_operand(a, unused);
         const auto read = bd::unaliased_left_operand(&kernel, operand, m, k, n, true, spaced);
-        const bool copies = twelve_rows && n >= bd::unaliasing_min_cols;
+        const bool copies = evict && n >= bd::unaliasing_min_cols;
         CHECK((read.data != a.data()) == copies);
         if (copies) {
           CHECK(read.info.outer_stride == (k == 1024 ? k + bd::row_spacing_floats : k));

@@ -824,22 +824,32 @@ Tensor<T, 2> empty_unaliased_rows(index_t rows, index_t cols) {
 // of its columns' multiply-adds do, and the aliasing up to a third of the product (below).
 inline constexpr index_t unaliasing_min_cols = 256;
 
+// Whether rows of a a multiple of 4 KiB apart make the kernel's register block evict its own lines: at each
+// step of k it reads its mr rows of a, all in one set of the L1 cache (whose sets repeat every 4 KiB on these
+// CPUs), while the panel of b it multiplies them with (sgemm_kc x nr floats) keeps sgemm_kc * nr / 1024 lines
+// in every set; more lines than the set has ways, and they evict each other. AVX-512's 12 + 8 lines do so on
+// the 12-way L1 of an AMD Zen 5 and the products ran up to 1.3x slower (below); AVX2's 6 + 4 did not, and ran
+// as fast either way there. On an 8-way L1 (AMD Zen 3, Intel Skylake) the same count says AVX2's would too:
+// not measured, no such machine here. A C library that does not say how many ways there are: 12.
+inline bool rows_4k_apart_evict(const SgemmKernel& kernel) {
+  const int ways = l1_data_ways() > 0 ? l1_data_ways() : 12;
+  return kernel.mr + sgemm_kc * kernel.nr / 1024 > ways;
+}
+
 // A row-major left operand (m x k) whose rows lie a multiple of 4 KiB apart, copied into rows that do not
-// (empty_unaliased_rows), for a product with the packed kernel that computes n >= unaliasing_min_cols columns;
-// else a itself. The AVX-512 register block reads twelve rows of a at each step of k: in one set of a 12-way L1
-// (AMD Zen 5; Intel's since Ice Lake) beside the lines of b, they evict each other. AVX2's block of six rows
-// ran as fast either way, so its kernel reads them in place. On an AMD Zen 5 (bench/ab.py, 5-7 interleaved
-// rounds; bench/README.md, "thirty-sixth session"): 2048 x 256 x 1024, the seed classifier's second
+// (empty_unaliased_rows), for a product with the packed kernel that computes n >= unaliasing_min_cols columns,
+// where rows_4k_apart_evict; else a itself. On an AMD Zen 5 with the AVX-512 kernel (bench/ab.py, 5-7
+// interleaved rounds; bench/README.md, "thirty-sixth session"): 2048 x 256 x 1024, the seed classifier's second
 // feed-forward layer, 0.79x the time on 1 thread and 0.85x on 2, its train step 0.94x on 2; GPT-2 medium's
 // forward of 128 tokens (every product reading 1024-wide rows) 0.80x on 1 thread and 0.96x on 2. How much the
-// aliasing costs varies from process to process (it is 0-30% for the same product), the copy's cost does not.
-// The copy changes no bits: the kernel's depend on K alone. On the pool unless on_pool is false (a caller that
-// runs many products in parallel itself).
+// aliasing costs varies from process to process (0-30% for the same product), the copy's cost does not. The
+// copy changes no bits: the kernel's depend on K alone. On the pool unless on_pool is false (a caller that runs
+// many products in parallel itself).
 inline MatrixOperand<float> unaliased_left_operand(const SgemmKernel* kernel, const MatrixOperand<float>& a, index_t m,
                                                    index_t k, index_t n, bool on_pool, Tensor<float, 2>& keep) {
   using eigenformer::detail::matrix_layout;
-  if (kernel == nullptr || kernel->mr <= 8 || a.info.layout != matrix_layout::row_major || m <= 1 ||
-      a.info.outer_stride % aliasing_row_floats != 0 || n < unaliasing_min_cols)
+  if (kernel == nullptr || a.info.layout != matrix_layout::row_major || m <= 1 ||
+      a.info.outer_stride % aliasing_row_floats != 0 || n < unaliasing_min_cols || !rows_4k_apart_evict(*kernel))
     return a;
   keep = empty_unaliased_rows<float>(m, k);
   const index_t ld = keep.strides()[0];

@@ -18,6 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>  // sysconf
+#endif
 
 // The kernels can be compiled for instruction sets beyond the translation unit's own flags (GCC and Clang
 // on x86-64, which accept target regions); elsewhere only Eigen's code, for the compiler's flags.
@@ -117,6 +120,20 @@ inline CpuIsa cpu_isa() {
     isa = state.load(std::memory_order_relaxed);
   }
   return static_cast<CpuIsa>(isa);
+}
+
+// How many ways the L1 data cache has (12 on AMD Zen 5 and Intel's cores since Ice Lake, 8 on AMD Zen 3 and
+// Intel Skylake), as glibc reads it from CPUID; 0 where the C library does not say.
+inline int l1_data_ways() noexcept {
+#if defined(_SC_LEVEL1_DCACHE_ASSOC)
+  static const int ways = [] {
+    const long w = sysconf(_SC_LEVEL1_DCACHE_ASSOC);
+    return w > 0 && w < 256 ? static_cast<int>(w) : 0;
+  }();
+  return ways;
+#else
+  return 0;
+#endif
 }
 
 // Caps the level for products that start after the call (never above what the CPU supports), and returns the
