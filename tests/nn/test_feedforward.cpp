@@ -4,6 +4,7 @@
 
 #include <eigenformer/nn/feedforward.hpp>
 
+#include "support/cases.hpp"
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
 #include "support/throws.hpp"
@@ -93,6 +94,52 @@ TEST_CASE("FeedForward: backward matches central finite differences (double)") {
     for (auto& p : ff.named_parameters())
       check_tensors_close(p.grad(), numerical_gradient(f, p.data, probe), 1e-6, 1e-9, p.name);
   }
+}
+
+// Inference runs fc1 with its bias and activation as one product, its hidden rows spaced when 1024 wide
+// (nn::detail::dense_hidden_product): the output must have the bits of the three layers run one by one, for
+// every activation, a 2-D and a 3-D input, float and packed weights. No tolerance: the same products and the
+// same activation expression.
+TEST_CASE("FeedForward: the fused inference forward has the bits of its layers run one by one") {
+  std::size_t ran = 0;
+  for (const char* act : {"gelu", "gelu_new", "relu"})
+    for (const index_t hidden : {48, 1024})
+      for (const bool packed : {false, true}) {
+        CAPTURE(act);
+        CAPTURE(hidden);
+        CAPTURE(packed);
+        ef::manual_seed(31);
+        nn::FeedForward<float> ff(40, hidden, 0.1, act);
+        ff.eval();
+        if (packed) {
+          ff.fc1.pack_weights();
+          ff.fc2.pack_weights();
+        }
+        const auto x3 = ef::randn<float>({3, 7, 40});
+        const auto x2 = ef::randn<float>({9, 40});
+        REQUIRE((ff.fuses(x3) && ff.fuses(x2)));
+        CHECK(ff.forward(x3).to_vector() == ff.fc2.forward(ff.act.forward(ff.fc1.forward(x3))).to_vector());
+        CHECK(ff.forward(x2).to_vector() == ff.fc2.forward(ff.act.forward(ff.fc1.forward(x2))).to_vector());
+        ++ran;
+      }
+  check_ran(ran, 3 * 2 * 2, "activations, hidden sizes and weight forms");
+  // Not fused where a dropout draws a mask or a layer records for backward.
+  nn::FeedForward<float> ff(8, 16, 0.1);
+  const auto x = ef::randn<float>({2, 8});
+  CHECK(!ff.fuses(x));  // training
+  {
+    ef::InferenceMode guard;
+    CHECK(!ff.fuses(x));  // training mode's dropout still drops under InferenceMode
+  }
+  nn::FeedForward<float> no_dropout(8, 16, 0.0);
+  CHECK(!no_dropout.fuses(x));  // records for backward
+  {
+    ef::InferenceMode guard;
+    CHECK(no_dropout.fuses(x));
+  }
+  ff.eval();
+  CHECK(ff.fuses(x));
+  CHECK(!ff.fuses(ef::randn<float>({2, 7})));
 }
 
 TEST_CASE("FeedForward: names, default hidden size, eval mode, bad input") {

@@ -52,8 +52,30 @@ class FeedForward : public Module<T> {
   // (..., C) -> (..., C)
   template <std::size_t R>
   Tensor<T, R> forward(const Tensor<T, R>& x) const {
+    if (fuses(x)) {
+      // Inference with both dropouts the identity: fc1's bias and the activation applied in its product's
+      // epilogue (one pass over the wide hidden layer, where the layers one by one make three), with the
+      // same bits (backend::activate is the one expression for both), and the hidden rows laid out for fc2's
+      // product to read (detail::dense_hidden_product).
+      Tensor<T, 2> rows;
+      if constexpr (R == 2) rows = x;
+      else rows = x.reshape(Shape<2>{x.numel() / dim(), dim()});
+      const backend::Epilogue<T> epilogue{&fc1.bias->data, epilogue_activation(act.kind())};
+      const auto h = detail::dense_hidden_product(rows, fc1.weight.data.t(), fc1.prepared_weight(), epilogue);
+      return fc2.forward(h).view(x.shape());
+    }
     auto h = drop1.forward(act.forward(fc1.forward(x)));  // (..., H)
     return drop2.forward(fc2.forward(h));                 // (..., C)
+  }
+
+  // Whether forward runs fused: nothing records for backward, no dropout draws a mask, fc1 has its bias (as
+  // constructed) and x is (..., C).
+  template <std::size_t R>
+  bool fuses(const Tensor<T, R>& x) const {
+    const auto identity = [](const Dropout<T>& d) { return !d.is_training() || d.p() == 0.0; };
+    const bool records = !InferenceMode::is_enabled() && (fc1.is_training() || act.is_training() || fc2.is_training());
+    return !records && identity(drop1) && identity(drop2) && fc1.bias.has_value() && x.shape()[R - 1] == dim() &&
+           x.numel() > 0;
   }
 
   template <std::size_t R>
