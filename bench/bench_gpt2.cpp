@@ -77,15 +77,15 @@ namespace ef = eigenformer;
 
 namespace {
 
-ef::models::GPT2LMHeadModel<float> make_gpt2_small() {
+ef::models::GPT2LMHeadModel<float> make_gpt2(const ef::models::GPT2Config& config) {
   ef::manual_seed(0);
-  ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_small());
+  ef::models::GPT2LMHeadModel<float> m(config);
   m.eval();
   return m;
 }
 
 ef::models::GPT2LMHeadModel<float>& gpt2_small() {
-  static ef::models::GPT2LMHeadModel<float> model = make_gpt2_small();
+  static ef::models::GPT2LMHeadModel<float> model = make_gpt2(ef::models::GPT2Config::gpt2_small());
   return model;
 }
 
@@ -180,12 +180,7 @@ void BM_gpt2_forward_packed(benchmark::State& state) { run_forward(state, gpt2_s
 BENCHMARK(BM_gpt2_forward_packed)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 // GPT-2 medium (24 layers, 1024 wide, 355M parameters), float weights and held only packed, as small above.
 void BM_gpt2_medium_forward(benchmark::State& state) {
-  static ef::models::GPT2LMHeadModel<float> model = [] {
-    ef::manual_seed(0);
-    ef::models::GPT2LMHeadModel<float> m(ef::models::GPT2Config::gpt2_medium());
-    m.eval();
-    return m;
-  }();
+  static ef::models::GPT2LMHeadModel<float> model = make_gpt2(ef::models::GPT2Config::gpt2_medium());
   run_forward(state, model);
 }
 BENCHMARK(BM_gpt2_medium_forward)->Arg(128)->Unit(benchmark::kMillisecond);
