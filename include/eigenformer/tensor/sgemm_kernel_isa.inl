@@ -24,6 +24,17 @@ static_assert(sgemm_mc % sgemm_mr == 0, "a block of a is whole panels");
 // shapes (361-364 against 370-381 and 308-320 against 377-393 GFLOP/s), so it stays in place.
 inline constexpr bool sgemm_copy_aliased_a = sgemm_mr == 6;
 
+// Whether products with a packed weight ask for each register block's lines of c before its k loop whatever
+// the size of their block of c, not only when it is larger than L2. With AVX-512 on an AMD Zen 5 (L2 1 MB a
+// core), one thread's blocks of 1024 x 3072 x 768 (BERT-base b8's feed-forward, 216 x 1536 floats, 1.3 MB)
+// left c's lines out of L2 between k blocks and the epilogue's loads missed: 14% of the kernel's samples lay
+// outside its k loop, 9% with the lines asked for, and the product took 0.91x the time (bench/ab.py, 11
+// interleaved rounds, each round 0.84-1.00x). On 2 threads the blocks (216 x 768) stay in L2 and the time
+// did not change (1.01x), nor at 128 rows (0.95-1.06x, no sign). With AVX2, whose register block runs half
+// as long, the change ranged 0.75-1.10x from round to round of a throwaway driver with no clear sign, so it
+// asks only for blocks of c larger than L2 (Intel's 2 MB).
+inline constexpr bool sgemm_packed_prefetches_c = sgemm_mr == 12;
+
 // out[p * width + j] = src[j * ld + p] for j < count, p < kc, and zeros for count <= j < width: one panel
 // whose lines (columns of a column-major b) lie along k in memory. Reading each line along k and writing it
 // across the panel one float at a time cost ~1.4 ns a float; 4 x 4 blocks transposed in registers read and
@@ -339,7 +350,7 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc, const PrefetchRuns* ahead) {
   static thread_local SgemmScratch edge_scratch;
-  const bool prefetch_c = (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
+  const bool prefetch_c = sgemm_packed_prefetches_c || (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
   const index_t whole = r0 + (r1 - r0) / sgemm_mr * sgemm_mr;
   float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
   const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
