@@ -253,6 +253,14 @@ namespace detail {
 inline constexpr index_t shared_block_rows = 21 * 12;
 // Blocks a thread, about: enough that the others take over a stalled thread's share.
 inline constexpr index_t shared_blocks_per_thread = 8;
+// The last blocks in hand-out order go out in parts of their columns (gemm_packed_blocks): this many blocks a
+// thread, each in up to this many parts. With whole blocks to the end (one thread's block of BERT-base b8's
+// 1024 x 3072 x 768 is ~1 ms) the thread that finished first waited for the other's last block: 2.8-3.2% of a
+// two-thread b8 forward's CPU samples lay in the pool's waits, 5.2-5.3% at b1; with the tail in parts
+// 1.6-2.0% and 3.1-3.3% (perf, AMD Zen 5). Interleaved A/B (bench/ab.py, 8-10 rounds): 1024 x 3072 x 768 on 2
+// threads 0.94x the time, GPT-2 small s128 0.96x; BERT-base's forwards moved inside this host's noise.
+inline constexpr index_t tail_blocks_per_thread = 2;
+inline constexpr index_t tail_block_parts = 4;
 
 inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 
@@ -287,14 +295,25 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
   // 2 threads, medians of 30). In the other minutes every order took the same time. bench_gemm, interleaved:
   // 0.86x the time at 2048 x 1024 x 256 and 0.95x at 1024 x 3072 x 768, both then level with oneDNN.
   const index_t stagger = ceil_div(row_blocks, groups);
-  for_each(groups * row_blocks, [&](index_t begin, index_t end) {
-    for (index_t t = begin; t < end; ++t) {
-      const index_t group = t % groups, row_block = (t / groups + group * stagger) % row_blocks;
-      const index_t r0 = row_block * block_rows, r1 = std::min(m, r0 + block_rows);
-      const index_t c0 = group * group_panels * nr, c1 = std::min(n, c0 + group_panels * nr);
-      kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
-                                nullptr);
-      apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+  // The tail in parts (tail_blocks_per_thread); parts of a block share its rows of a, not its panels of b.
+  const index_t blocks = groups * row_blocks;
+  const index_t tail = threads > 1 ? std::min(blocks, tail_blocks_per_thread * threads) : 0;
+  const index_t whole = blocks - tail, parts = std::min(tail_block_parts, group_panels);
+  auto run_block = [&](index_t t, index_t part, index_t of) {
+    const index_t group = t % groups, row_block = (t / groups + group * stagger) % row_blocks;
+    const index_t r0 = row_block * block_rows, r1 = std::min(m, r0 + block_rows);
+    const index_t first = group * group_panels, panels = std::min(col_panels, first + group_panels) - first;
+    const index_t p0 = first + part * panels / of, p1 = first + (part + 1) * panels / of;
+    if (p0 == p1) return;  // a group narrower than `parts` panels
+    const index_t c0 = p0 * nr, c1 = std::min(n, p1 * nr);
+    kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
+                              nullptr);
+    apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+  };
+  for_each(whole + tail * parts, [&](index_t begin, index_t end) {
+    for (index_t u = begin; u < end; ++u) {
+      if (u < whole) run_block(u, 0, 1);
+      else run_block(whole + (u - whole) / parts, (u - whole) % parts, parts);
     }
   });
 }
