@@ -257,7 +257,7 @@ inline constexpr index_t shared_blocks_per_thread = 8;
 // thread, each in up to this many parts. With whole blocks to the end (one thread's block of BERT-base b8's
 // 1024 x 3072 x 768 is ~1 ms) the thread that finished first waited for the other's last block: 2.8-3.2% of a
 // two-thread b8 forward's CPU samples lay in the pool's waits, 5.2-5.3% at b1; with the tail in parts
-// 1.6-2.0% and 3.1-3.3% (perf, AMD Zen 5). Interleaved A/B (bench/ab.py, 8-10 rounds): 1024 x 3072 x 768 on 2
+// 1.9-2.0% and 3.1-3.3% (perf, AMD Zen 5). Interleaved A/B (bench/ab.py, 8-10 rounds): 1024 x 3072 x 768 on 2
 // threads 0.94x and 0.99x the time in two sets, GPT-2 small s128 0.96x; BERT-base's forwards moved inside the
 // host's noise. Any split gives the same bits: an element's arithmetic does not depend on where blocks start.
 inline constexpr index_t tail_blocks_per_thread = 2;
