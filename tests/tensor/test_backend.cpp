@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -474,6 +475,55 @@ TEST_CASE("backend: element-wise ops on large tensors equal the element-by-eleme
     }
 }
 
+// A bias gradient's column sums split between threads by column_reduction_grain: each column is still summed
+// whole, rows in order, so 1 to 4 threads give the same bits, and a strided view (one slice of a fused
+// (N, 3C) gradient) read in place gives the bits of its contiguous copy. Against a double-precision sum:
+// 300 float additions each round to half an ulp of the running sum, so 1e-5 of the sum of magnitudes.
+TEST_CASE("backend: add_column_sums splits columns between threads, same bits for 1 to 4 threads and for views") {
+  ThreadCountGuard guard;
+  const index_t n = 300, c = 200;
+  const auto fused = uniform<float>(ef::Shape<2>{n, 3 * c}, 40);
+  const auto g = fused.narrow(1, c, c);  // rows 3c apart
+  REQUIRE(g.strides()[0] == 3 * c);
+  const auto start = uniform<float>(ef::Shape<1>{c}, 41);
+  // The split is real: more than one chunk on 2 threads, each a whole number of 64-byte lines.
+  const index_t grain = be::column_reduction_grain(c, n, 2);
+  REQUIRE(grain < c);
+  CHECK(grain % 16 == 0);
+  auto sums = [&](const ef::Tensor<float, 2>& x) {
+    auto out = start.clone();
+    be::add_column_sums(x, out.data());
+    return out;
+  };
+  ef::set_num_threads(1);
+  const auto serial = sums(g);
+  CHECK(bits(sums(g.contiguous())) == bits(serial));
+  for (int threads : {2, 3, 4}) {
+    CAPTURE(threads);
+    ef::set_num_threads(threads);
+    CHECK(bits(sums(g)) == bits(serial));
+    CHECK(bits(sums(g.contiguous())) == bits(serial));
+  }
+  for (index_t j = 0; j < c; ++j) {
+    double ref = start(j), magnitude = std::abs(double(start(j)));
+    for (index_t i = 0; i < n; ++i) ref += g(i, j), magnitude += std::abs(double(g(i, j)));
+    CHECK(std::abs(double(serial(j)) - ref) <= 1e-5 * magnitude);
+  }
+}
+
+TEST_CASE("backend: zero_fill zeroes exactly its range on the pool") {
+  ThreadCountGuard guard;
+  ef::set_num_threads(3);
+  const index_t n = (index_t{1} << 17) + 37;  // three runs of the pool's 2^16, the last partial
+  std::vector<float> v(static_cast<std::size_t>(n), 1.5f);
+  be::zero_fill(v.data() + 3, n - 6);
+  index_t right = 0;  // zero inside the range, untouched outside it
+  for (index_t i = 0; i < n; ++i) {
+    const bool inside = i >= 3 && i < n - 3;
+    if (v[static_cast<std::size_t>(i)] == (inside ? 0.0f : 1.5f)) ++right;
+  }
+  CHECK(right == n);
+}
 TEST_CASE("backend: products of 1-4 rows (gemv.hpp), float and bfloat16 weights, both layouts, 1-3 threads") {
   // Each instruction set this CPU has (AVX-512, AVX2, and the portable loops), chosen as a program would be.
   const be::CpuIsa saved = be::cpu_isa();

@@ -181,6 +181,55 @@ TEST_CASE("clip_grad_norm: no clipping below max_norm, zero gradients stay zero"
   CHECK(a.grad()(0) == 0.0);
 }
 
+// Gradients longer than clip_grad_norm's fixed runs (2^16 values): the runs are summed on the pool, and the
+// norm and the clipped gradients have the same bits for 1 to 4 threads. Against a double sum of the squares
+// taken in one pass: only the order of double additions differs, so the float norm agrees to 1e-6 relative
+// (a float's ulp is 1.2e-7, and the double orders differ by far less). zero_grad (on the pool as well) then
+// zeroes every value.
+TEST_CASE("clip_grad_norm and zero_grad: long gradients on 1 to 4 threads, the same bits") {
+  const int saved = ef::get_num_threads();
+  ef::Generator gen(5);
+  nn::Parameter<float, 2> w(ef::zeros<float>({300, 700}));  // 210,000 values: four runs, the last partial
+  nn::Parameter<float, 1> b(ef::zeros<float>({1000}));
+  nn::ParameterList<float> list;
+  add_named(list, "weight", w);
+  add_named(list, "bias", b);
+  const auto gw = ef::randn<float>({300, 700}, gen);
+  const auto gb = ef::randn<float>({1000}, gen);
+  REQUIRE(w.numel() > 3 * train::detail::grad_norm_run);
+  double sq = 0;
+  for (const float x : gw.to_vector()) sq += double(x) * x;
+  for (const float x : gb.to_vector()) sq += double(x) * x;
+  auto clip = [&](int threads) {
+    ef::set_num_threads(threads);
+    w.grad_buffer().copy_(gw);
+    b.grad_buffer().copy_(gb);
+    const float norm = train::clip_grad_norm(list, 100.0);  // the norm is ~459: clipping scales every value
+    std::vector<float> out = w.grad().to_vector();
+    const auto tail = b.grad().to_vector();
+    out.insert(out.end(), tail.begin(), tail.end());
+    out.push_back(norm);
+    return out;
+  };
+  const auto one = clip(1);
+  CHECK(double(one.back()) == doctest::Approx(std::sqrt(sq)).epsilon(1e-6));
+  CHECK(one.front() == doctest::Approx(gw.to_vector().front() * 100.0 / std::sqrt(sq)).epsilon(1e-5));
+  for (int threads : {2, 3, 4}) {
+    CAPTURE(threads);
+    const auto other = clip(threads);
+    REQUIRE(other.size() == one.size());
+    CHECK(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
+  }
+  ef::set_num_threads(2);
+  train::AdamW<float> opt(list, {});
+  opt.zero_grad();
+  index_t nonzero = 0;
+  for (const float x : w.grad().to_vector()) nonzero += x != 0.0f;
+  for (const float x : b.grad().to_vector()) nonzero += x != 0.0f;
+  CHECK(nonzero == 0);
+  ef::set_num_threads(saved);
+}
+
 // torch.optim skips every p whose p.grad is None: no decay, no moments, and its step count (AdamW's bias
 // corrections) starts at its own first gradient. A frozen parameter is skipped even if it holds a gradient.
 TEST_CASE("optimizers: parameters without a gradient, or frozen, are left alone; state starts lazily") {

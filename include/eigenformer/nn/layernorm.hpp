@@ -166,7 +166,7 @@ class LayerNorm : public Module<T> {
     if (want_dw || want_db) {
       T* dw = want_dw ? weight->grad_buffer().data() : nullptr;
       T* db = want_db ? bias->grad_buffer().data() : nullptr;
-      backend::parallel_for(c, 256, [&](index_t begin, index_t end) {
+      backend::parallel_for(c, backend::column_reduction_grain(c, n), [&](index_t begin, index_t end) {
         const auto width = static_cast<std::size_t>(end - begin);
         std::vector<double> dw_acc(dw ? width : 0), db_acc(db ? width : 0);
         for (index_t i = 0; i < n; ++i) {

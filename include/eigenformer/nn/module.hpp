@@ -75,6 +75,14 @@ namespace detail {
 // What a Parameter shares with every NamedParameter view of it: the flat gradient (empty until the first
 // backward reaches it) and the requires_grad flag. Shared, so an optimizer built before the first backward
 // sees the gradients that backward allocates.
+// Zeroes a gradient (zero_grad) on the pool: a small model's word embeddings alone (50k x 256) have a 51 MB
+// gradient, zeroed before every training step.
+template <floating_element T>
+void zero_gradient(Tensor<T, 1> grad) {
+  if (grad.is_contiguous()) backend::zero_fill(grad.data(), grad.numel());
+  else grad.zero_();
+}
+
 template <floating_element T>
 struct ParameterState {
   index_t numel = 0;
@@ -124,7 +132,7 @@ class Parameter {
   Tensor<T, Rank> grad_buffer() { return state_->grad_buffer().view(data.shape()); }
   // Zeroes an existing gradient (allocates nothing), like zero_grad(set_to_none=False).
   void zero_grad() {
-    if (has_grad()) state_->grad.zero_();
+    if (has_grad()) detail::zero_gradient(state_->grad);
   }
   // Frees the gradient (zero_grad(set_to_none=True)).
   void clear_grad() { state_->grad = zeros<T>(Shape<1>{0}); }
@@ -332,7 +340,7 @@ class Module {
   // Zeroes every existing gradient (allocates none).
   void zero_grad() {
     for (auto& p : named_parameters())
-      if (p.has_grad()) p.state->grad.zero_();
+      if (p.has_grad()) detail::zero_gradient(p.state->grad);
   }
   // Freezes (false) or unfreezes every parameter of this subtree.
   Module& requires_grad_(bool enabled = true) {

@@ -394,6 +394,30 @@ void parallel_for(index_t n, index_t grain, F&& body) {
   for (index_t begin = 0; begin < n; begin += grain) body(begin, std::min(n, begin + grain));
 }
 
+// The grain for a parallel_for over the columns of a reduction down rows (a bias gradient's column sums,
+// LayerNorm's parameter gradients, an embedding's scatter-add), where each column is reduced whole, rows in
+// order, by one chunk, so that the bits do not depend on the chunks: an equal share of the columns a thread,
+// in whole 64-byte lines of floats (16 columns) so that no two threads write one line of a row, and at least
+// ~2^15 elements a chunk, so that a small reduction stays on the calling thread. A fixed grain of 1024 or
+// 4096 columns kept the 256-wide reductions of a small model's training step on one thread while the other
+// waited.
+inline index_t column_reduction_grain(index_t cols, index_t rows, int threads = get_num_threads()) {
+  constexpr index_t line = 16, min_elements = index_t{1} << 15;
+  const auto round_up = [](index_t x) { return (std::max<index_t>(x, 1) + line - 1) / line * line; };
+  const index_t share = round_up((cols + std::max(threads, 1) - 1) / std::max(threads, 1));
+  return std::max(share, round_up(min_elements / std::max<index_t>(rows, 1)));
+}
+
+// data[0, n) = 0 on the pool, in runs of 2^16 elements (256 KiB of floats): a model's gradients, zeroed
+// before each training step (zero_grad), are the largest writes of a step that would otherwise run on one
+// thread (51 MB for a 50k-word embedding of width 256).
+template <floating_element T>
+void zero_fill(T* data, index_t n) {
+  parallel_for(n, index_t{1} << 16, [data](index_t begin, index_t end) {
+    std::memset(static_cast<void*>(data + begin), 0, sizeof(T) * static_cast<std::size_t>(end - begin));
+  });
+}
+
 // out[i] = sqrt(in[i]) for n values, correctly rounded like std::sqrt (so bit-exact code may use it). A
 // std::sqrt loop stays scalar, because the call may set errno, and Eigen's float sqrt is an rsqrt estimate
 // under EIGEN_FAST_MATH; the x86 vector sqrt instructions are IEEE-exact, so they are used directly.
@@ -881,14 +905,17 @@ double sum_in_double(index_t n, Term&& term) {
 }
 
 // out[j] += sum_i g(i, j) for g (N, C): the bias gradient of every dense layer. Each column is summed whole
-// by one chunk, rows in order, so the bits do not depend on the thread count.
+// by one chunk, rows in order, so the bits do not depend on the thread count. Rows of a view whose columns
+// lie side by side (the query, key and value slices of a fused (N, 3C) gradient) are read in place: copying
+// them first took the calling thread alone as long as the sums.
 template <floating_element T>
 void add_column_sums(const Tensor<T, 2>& g, T* out) {
-  const auto gc = g.contiguous();
-  const index_t n = gc.shape()[0], c = gc.shape()[1];
-  parallel_for(c, 1024, [&](index_t begin, index_t end) {
+  const bool in_place = g.strides()[1] == 1 || g.shape()[1] <= 1;
+  const auto gc = in_place ? g : g.contiguous();
+  const index_t n = gc.shape()[0], c = gc.shape()[1], ld = n > 1 ? gc.strides()[0] : c;
+  parallel_for(c, column_reduction_grain(c, n), [&](index_t begin, index_t end) {
     for (index_t i = 0; i < n; ++i) {
-      const T* row = gc.data() + i * c;
+      const T* row = gc.data() + i * ld;
       for (index_t j = begin; j < end; ++j) out[j] += row[j];
     }
   });

@@ -56,6 +56,10 @@ inline T rounded(T x) noexcept {
   return x;
 }
 
+// The length of the runs clip_grad_norm sums on the pool, each in a double of its own (256 KiB of floats):
+// fixed, so that the norm has the same bits for every thread count.
+inline constexpr index_t grad_norm_run = index_t{1} << 16;
+
 // Keeps the compiler from carrying values in registers across this point: every array passed is written
 // to memory before it and read back after, so a product stored before cannot meet an addition after it in
 // one FMA. Unlike rounded(), which pins one scalar, this lets both sides be vectorised.
@@ -217,7 +221,7 @@ class AdamW {
   void zero_grad() {
     for (auto& g : groups_)
       for (auto& p : g.params)
-        if (p.has_grad()) p.grad().zero_();
+        if (p.has_grad()) nn::detail::zero_gradient(p.grad());
   }
 
   // One update of every parameter that has a gradient (a zero gradient still decays the parameter and the
@@ -332,7 +336,7 @@ class SGD {
   // Zeroes every existing gradient (torch's zero_grad(set_to_none=False)); allocates none.
   void zero_grad() {
     for (auto& p : params_)
-      if (p.has_grad()) p.grad().zero_();
+      if (p.has_grad()) nn::detail::zero_gradient(p.grad());
   }
 
   void step() {
@@ -373,30 +377,48 @@ class SGD {
 template <floating_element T>
 T clip_grad_norm(ParameterList<T>& params, double max_norm) {
   if (!(max_norm >= 0)) throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
-  double sq = 0;
+  // Every gradient cut into runs of a fixed length (not a share a thread), each run's sum of squares its own
+  // double, then the runs' sums added in order: on the pool, with the same bits for every thread count. On
+  // one thread the 51 MB gradient of a small model's word embeddings took 3 ms of a 180 ms step.
+  struct Run {
+    T* g;
+    index_t n;
+  };
+  std::vector<Run> runs;
   for (const auto& p : params) {
     if (!p.has_grad()) continue;
-    const auto grad = p.grad();
-    const T* g = grad.data();
-    // For float, the LayerNorm kernel's sum of squared deviations from 0: the same terms in the same order.
-    if constexpr (std::is_same_v<T, float>)
-      if (const auto* kernel = backend::detail::vector_math_kernel()) {
-        sq += kernel->sum_squared_deviation(g, grad.numel(), 0.0);
-        continue;
-      }
-    sq += backend::sum_in_double(grad.numel(), [g](index_t i) { return static_cast<double>(g[i]) * g[i]; });
+    auto grad = p.grad();
+    for (index_t i = 0; i < grad.numel(); i += detail::grad_norm_run)
+      runs.push_back({grad.data() + i, std::min(detail::grad_norm_run, grad.numel() - i)});
   }
+  std::vector<double> run_sums(runs.size());
+  backend::parallel_for(static_cast<index_t>(runs.size()), 1, [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r) {
+      const T* g = runs[static_cast<std::size_t>(r)].g;
+      const index_t n = runs[static_cast<std::size_t>(r)].n;
+      double& sum = run_sums[static_cast<std::size_t>(r)];
+      // For float, the LayerNorm kernel's sum of squared deviations from 0: the same terms in the same order.
+      if constexpr (std::is_same_v<T, float>)
+        if (const auto* kernel = backend::detail::vector_math_kernel()) {
+          sum = kernel->sum_squared_deviation(g, n, 0.0);
+          continue;
+        }
+      sum = backend::sum_in_double(n, [g](index_t i) { return static_cast<double>(g[i]) * g[i]; });
+    }
+  });
+  double sq = 0;
+  for (const double s : run_sums) sq += s;
   const T total = static_cast<T>(std::sqrt(sq));
   // max_norm / tensor in Python is tensor.reciprocal() * max_norm.
   T coef = (T(1) / (total + static_cast<T>(1e-6))) * static_cast<T>(max_norm);
   if (coef > T(1)) coef = T(1);  // torch.clamp(max=1): NaN stays NaN and poisons the gradients, as in torch
   if (coef != T(1))
-    for (auto& p : params) {
-      if (!p.has_grad()) continue;
-      auto grad = p.grad();
-      T* g = grad.data();
-      for (index_t i = 0; i < grad.numel(); ++i) g[i] *= coef;
-    }
+    backend::parallel_for(static_cast<index_t>(runs.size()), 1, [&](index_t begin, index_t end) {
+      for (index_t r = begin; r < end; ++r) {
+        T* g = runs[static_cast<std::size_t>(r)].g;
+        for (index_t i = 0, n = runs[static_cast<std::size_t>(r)].n; i < n; ++i) g[i] *= coef;
+      }
+    });
   return total;
 }
 
