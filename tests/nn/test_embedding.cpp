@@ -102,10 +102,10 @@ TEST_CASE("Embedding: the scatter-add backward on 1 to 4 threads, the same bits"
   const int saved = ef::get_num_threads();
   ef::Generator gen(17);
   nn::Embedding<float> emb(20, 96, 0, gen);
-  auto ids = ef::Tensor<ids_t, 2>::empty({6, 100});
+  auto ids = ef::Tensor<ids_t, 2>::empty({6, 500});
   for (index_t i = 0; i < ids.numel(); ++i) ids.data()[i] = static_cast<ids_t>(gen.random() % 20);
-  const auto probe = ef::randn<float>({6, 100, 96}, gen);
-  REQUIRE(ef::backend::column_reduction_grain(96, 600, 2) < 96);
+  const auto probe = ef::randn<float>({6, 500, 96}, gen);
+  REQUIRE(ef::backend::column_reduction_grain(96, 3000, 2) < 96);
   auto grad = [&](int threads) {
     ef::set_num_threads(threads);
     emb.zero_grad();

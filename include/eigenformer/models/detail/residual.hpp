@@ -8,7 +8,7 @@
 
 namespace eigenformer::models::detail {
 
-// sum += x element-wise, in place, on the pool (runs of 2^14 elements; the bits do not depend on them). The
+// sum += x element-wise, in place, on the pool (the element-wise ops' chunks; the bits do not depend on them). The
 // sublayer's output is a fresh tensor that nothing saved for backward (the layers save their inputs), so it
 // can take the sum and the block allocates nothing for it.
 template <floating_element T>
@@ -17,7 +17,7 @@ Tensor<T, 3>& add_into(Tensor<T, 3>& sum, const Tensor<T, 3>& x) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   T* s = sum.data();
   const T* a = x.data();
-  backend::parallel_for(sum.numel(), index_t{1} << 14, [s, a](index_t begin, index_t end) {
+  backend::parallel_for(sum.numel(), eigenformer::detail::elementwise_grain, [s, a](index_t begin, index_t end) {
     Eigen::Map<Arr>(s + begin, end - begin) += Eigen::Map<const Arr>(a + begin, end - begin);
   });
   return sum;
