@@ -2,6 +2,7 @@
 // invariants, bad input.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <eigenformer/train.hpp>
 
@@ -220,6 +221,26 @@ TEST_CASE("clip_grad_norm and zero_grad: long gradients on 1 to 4 threads, the s
     REQUIRE(other.size() == one.size());
     CHECK(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
   }
+  // The same parameter passed twice is counted and scaled twice, as torch's loop does, with the same bits on
+  // 1 and 3 threads (its runs are then scaled on one thread, never by two at once).
+  nn::ParameterList<float> twice;
+  add_named(twice, "weight", w);
+  add_named(twice, "weight_again", w);
+  auto clip_twice = [&](int threads) {
+    ef::set_num_threads(threads);
+    w.grad_buffer().copy_(gw);
+    const float norm = train::clip_grad_norm(twice, 100.0);
+    std::vector<float> out = w.grad().to_vector();
+    out.push_back(norm);
+    return out;
+  };
+  const auto twice_one = clip_twice(1), twice_three = clip_twice(3);
+  CHECK(std::memcmp(twice_one.data(), twice_three.data(), twice_one.size() * sizeof(float)) == 0);
+  double sq_w = 0;
+  for (const float x : gw.to_vector()) sq_w += double(x) * x;
+  CHECK(double(twice_one.back()) == doctest::Approx(std::sqrt(2 * sq_w)).epsilon(1e-6));
+  const double coef = 100.0 / double(twice_one.back());
+  CHECK(double(twice_one.front()) == doctest::Approx(double(gw.to_vector().front()) * coef * coef).epsilon(1e-5));
   ef::set_num_threads(2);
   train::AdamW<float> opt(list, {});
   opt.zero_grad();

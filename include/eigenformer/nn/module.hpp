@@ -72,9 +72,6 @@ template <floating_element T>
 class Module;
 
 namespace detail {
-// What a Parameter shares with every NamedParameter view of it: the flat gradient (empty until the first
-// backward reaches it) and the requires_grad flag. Shared, so an optimizer built before the first backward
-// sees the gradients that backward allocates.
 // Zeroes a gradient (zero_grad) on the pool: a small model's word embeddings alone (50k x 256) have a 51 MB
 // gradient, zeroed before every training step.
 template <floating_element T>
@@ -83,6 +80,9 @@ void zero_gradient(Tensor<T, 1> grad) {
   else grad.zero_();
 }
 
+// What a Parameter shares with every NamedParameter view of it: the flat gradient (empty until the first
+// backward reaches it) and the requires_grad flag. Shared, so an optimizer built before the first backward
+// sees the gradients that backward allocates.
 template <floating_element T>
 struct ParameterState {
   index_t numel = 0;
