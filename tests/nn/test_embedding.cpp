@@ -2,13 +2,12 @@
 // gradients, dropout in training mode), finite differences, padding_idx, bad ids.
 #include <doctest/doctest.h>
 
-#include <cstring>
-
 #include <eigenformer/nn/embedding.hpp>
 #include <eigenformer/nn/positional_encoding.hpp>
 
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -99,29 +98,19 @@ TEST_CASE("Embedding: weight gradient matches central finite differences (double
 // each gradient element still receives its tokens' terms in token order, so 1 to 4 threads give the same
 // bits. Ids from a vocabulary of 20, so that every row gathers many tokens.
 TEST_CASE("Embedding: the scatter-add backward on 1 to 4 threads, the same bits") {
-  const int saved = ef::get_num_threads();
   ef::Generator gen(17);
   nn::Embedding<float> emb(20, 96, 0, gen);
   auto ids = ef::Tensor<ids_t, 2>::empty({6, 500});
   for (index_t i = 0; i < ids.numel(); ++i) ids.data()[i] = static_cast<ids_t>(gen.random() % 20);
   const auto probe = ef::randn<float>({6, 500, 96}, gen);
   REQUIRE(ef::backend::column_reduction_grain(96, 3000, 2) < 96);
-  auto grad = [&](int threads) {
-    ef::set_num_threads(threads);
+  const auto one = check_same_bits_on_thread_counts([&] {
     emb.zero_grad();
     emb.forward(ids);
     emb.backward(probe);
     return emb.weight.grad().to_vector();
-  };
-  const auto one = grad(1);
+  });
   CHECK(one[5 * 96] != 0.0f);  // row 5 (not the padding row 0) received gradient
-  for (int threads : {2, 3, 4}) {
-    CAPTURE(threads);
-    const auto other = grad(threads);
-    REQUIRE(other.size() == one.size());
-    CHECK(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
-  }
-  ef::set_num_threads(saved);
 }
 
 TEST_CASE("Embedding: bad ids and bad calls") {

@@ -1,0 +1,34 @@
+// Runs a computation on 1 thread and on other thread counts, checking that each gives the one-thread bits.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <eigenformer/tensor.hpp>
+#include <initializer_list>
+#include <vector>
+
+namespace eftest {
+
+// run() (returning its results as floats) with set_num_threads(1), then with each of `others`: every result
+// must have the one-thread bits (NaN payloads compared as bits too). The thread count in force before is
+// restored, also when a check throws. Returns the one-thread results, for checks of what they are.
+template <class Run>
+std::vector<float> check_same_bits_on_thread_counts(Run&& run, std::initializer_list<int> others = {2, 3, 4}) {
+  struct Restore {
+    int saved = eigenformer::get_num_threads();
+    ~Restore() { eigenformer::set_num_threads(saved); }
+  } restore;
+  eigenformer::set_num_threads(1);
+  const std::vector<float> one = run();
+  for (const int threads : others) {
+    CAPTURE(threads);
+    eigenformer::set_num_threads(threads);
+    const std::vector<float> other = run();
+    REQUIRE(other.size() == one.size());
+    CHECK(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
+  }
+  return one;
+}
+
+}  // namespace eftest
