@@ -14,7 +14,8 @@ namespace eftest {
 // must have the one-thread bits (NaN payloads compared as bits too). The thread count in force before is
 // restored, also when a check throws. Returns the one-thread results, for checks of what they are.
 template <class Run>
-std::vector<float> check_same_bits_on_thread_counts(Run&& run, std::initializer_list<int> others = {2, 3, 4}) {
+std::vector<float> check_same_bits_on_thread_counts(Run&& run,
+                                                    std::initializer_list<int> others = {2, 3, 4}) {
   struct Restore {
     int saved = eigenformer::get_num_threads();
     ~Restore() { eigenformer::set_num_threads(saved); }

@@ -536,6 +536,7 @@ TEST_CASE("backend: zero_fill zeroes exactly its range on the pool") {
   }
   CHECK(right == n);
 }
+
 TEST_CASE("backend: products of 1-4 rows (gemv.hpp), float and bfloat16 weights, both layouts, 1-3 threads") {
   // Each instruction set this CPU has (AVX-512, AVX2, and the portable loops), chosen as a program would be.
   const be::CpuIsa saved = be::cpu_isa();

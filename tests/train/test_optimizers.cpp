@@ -231,7 +231,8 @@ TEST_CASE("clip_grad_norm and zero_grad: long gradients on 1 to 4 threads, the s
   for (const float x : gw.to_vector()) sq_w += double(x) * x;
   CHECK(double(twice_one.back()) == doctest::Approx(std::sqrt(2 * sq_w)).epsilon(1e-6));
   const double coef = 100.0 / double(twice_one.back());
-  CHECK(double(twice_one.front()) == doctest::Approx(double(gw.to_vector().front()) * coef * coef).epsilon(1e-5));
+  CHECK(double(twice_one.front()) ==
+        doctest::Approx(double(gw.to_vector().front()) * coef * coef).epsilon(1e-5));
   const int saved = ef::get_num_threads();
   ef::set_num_threads(2);
   train::AdamW<float> opt(list, {});

@@ -161,7 +161,8 @@ class Embedding : public Module<T> {
     T* gw = weight.grad_buffer().data();
     // Several tokens may share an id, so tokens are not split between chunks; the embedding dim is, and
     // each gradient element still receives its terms in token order.
-    backend::parallel_for(dim_, backend::column_reduction_grain(dim_, ids.numel()), [&](index_t begin, index_t end) {
+    const index_t grain = backend::column_reduction_grain(dim_, ids.numel());
+    backend::parallel_for(dim_, grain, [&](index_t begin, index_t end) {
       for (index_t k = 0, n = ids.numel(); k < n; ++k) {
         const std::int64_t id = ids(k);
         if (padding_idx_ && id == *padding_idx_) continue;

@@ -910,12 +910,13 @@ double sum_in_double(index_t n, Term&& term) {
 // out[j] += sum_i g(i, j) for g (N, C): the bias gradient of every dense layer. Each column is summed whole
 // by one chunk, rows in order, so the bits do not depend on the thread count. Rows of a view whose columns
 // lie side by side (the query, key and value slices of a fused (N, 3C) gradient) are read in place: copying
-// them first took about as long as the sums, on the calling thread alone (perf of a small BERT's training step).
+// them first took about as long as the sums, on the calling thread alone (perf of a small BERT's training
+// step).
 template <floating_element T>
 void add_column_sums(const Tensor<T, 2>& g, T* out) {
   const bool in_place = g.strides()[1] == 1 || g.shape()[1] <= 1;
   const auto gc = in_place ? g : g.contiguous();
-  const index_t n = gc.shape()[0], c = gc.shape()[1], ld = n > 1 ? gc.strides()[0] : c;
+  const index_t n = gc.shape()[0], c = gc.shape()[1], ld = gc.strides()[0];
   parallel_for(c, column_reduction_grain(c, n), [&](index_t begin, index_t end) {
     for (index_t i = 0; i < n; ++i) {
       const T* row = gc.data() + i * ld;
