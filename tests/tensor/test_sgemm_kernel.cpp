@@ -178,7 +178,7 @@ TEST_CASE("packed sgemm: the AVX-512 and AVX2 kernels give the same bits") {
 }
 
 TEST_CASE("packed sgemm: a column-major a whose columns lie 4 KB apart gives the bits of any other spacing") {
-  // With AVX2 the kernel copies such an a into panels (sgemm_copy_aliased_a) instead of reading it in place;
+  // The kernel copies such an a into panels (sgemm_aliased_a_stride) instead of reading it in place;
   // the arithmetic must not change. Rows across the row block's edge with a short last panel, k across the
   // k block's, alpha -1.5, and beta 0 (c only written) and 0.5 (c read back).
   std::mt19937 gen(21);
