@@ -180,9 +180,17 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) acc[i][v] = V::zero();
   // The block of c is read and written after the k loop. When c is too large to stay in cache between k
-  // blocks, asking for its lines now hides their misses behind the multiply-adds (7% on a 1024 x 3072
-  // product with k = 768); when it is cached the hints only cost instructions, so the caller decides.
-  if (prefetch_c) {
+  // blocks, asking for its lines during the loop hides their misses behind the multiply-adds (7% on a 1024 x
+  // 3072 product with k = 768); when it is cached the hints only cost instructions, so the caller decides.
+  // One line a step over the loop's first 2 * rows steps (each row's first and last line), not all of them
+  // before it: on an Intel Xeon (Sapphire Rapids kind) that burst of 24 stalled on the core's miss buffers
+  // (14% of a packed 1024 x 3072 x 768's samples lay outside the k loop, most on the hints and the spills
+  // around them); spread, the packed product took 0.97x the time on 1 thread, 0.98x on 2, and 768 x 384 x
+  // 128 0.93x on 2 (bench/ab.py, 4 interleaved rounds, every round at or below 1.00). The AVX2 block, whose
+  // 12 hints come before half as many multiply-adds a step, keeps the burst: spread, its products took
+  // 0.99-1.02x the time there (4 rounds, no clear sign).
+  const index_t c_lines = prefetch_c && sgemm_mr == 12 ? 2 * rows : 0;
+  if (prefetch_c && c_lines == 0) {
     for (index_t i = 0; i < rows; ++i) {
       _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + cols - 1), _MM_HINT_T0);
@@ -200,6 +208,8 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
 #pragma GCC unroll 4
   for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
   for (index_t p = 0; p < kc; ++p, b += sgemm_nr) {
+    if (p < c_lines)
+      _mm_prefetch(reinterpret_cast<const char*>(c + (p >> 1) * ldc + ((p & 1) ? cols - 1 : 0)), _MM_HINT_T0);
     if (--until_prefetch == 0) {
       until_prefetch = every;
       if (prefetch_lines > 0) {
