@@ -31,16 +31,20 @@ inline constexpr index_t sgemm_aliased_a_stride = 1024;
 // time at 8 steps, 0.87x at 4 and 0.89x at 16; with AVX2 there, 0.87x at 8.
 inline constexpr index_t sgemm_a_prefetch_steps = 8;
 
-// Whether products with a packed weight ask for each register block's lines of c before its k loop whatever
-// the size of their block of c, not only when it is larger than L2. With AVX-512 on an AMD Zen 5 (L2 1 MB a
-// core), one thread's blocks of 1024 x 3072 x 768 (BERT-base b8's feed-forward, 216 x 1536 floats, 1.3 MB)
+// Whether products ask for each register block's lines of c during its k loop whatever the size of their
+// block of c, not only when it is larger than L2. With AVX-512 on an AMD Zen 5 (L2 1 MB a core), one thread's
+// blocks of 1024 x 3072 x 768 with a packed weight (BERT-base b8's feed-forward, 216 x 1536 floats, 1.3 MB)
 // left c's lines out of L2 between k blocks and the epilogue's loads missed: 14% of the kernel's samples lay
 // outside its k loop, 9% with the lines asked for, and the product took 0.91x the time (bench/ab.py, 11
 // interleaved rounds, each round 0.84-1.00x). On 2 threads the blocks (216 x 768) stay in L2 and the time
-// did not change (1.01x), nor at 128 rows (0.95-1.06x, no sign). With AVX2, whose register block runs half
-// as long, the change ranged 0.75-1.10x from round to round of a throwaway driver with no clear sign, so it
-// asks only for blocks of c larger than L2 (Intel's 2 MB).
-inline constexpr bool sgemm_packed_prefetches_c = sgemm_mr == 12;
+// did not change (1.01x), nor at 128 rows (0.95-1.06x, no sign). On an Intel Xeon (Sapphire Rapids kind, 2
+// MB L2), with the hints spread over the loop (sgemm_register_block), products that pack b as they go gained
+// too: 128 x 768 x 768 0.97x the time on 2 threads, 128 x 2304 x 768 0.98x, the char GPT's training step
+// 0.93x and the seed classifier's 0.98x (5 interleaved rounds); without the hints, 768 x 512 x 128 with a
+// packed weight took 1.08x even at k = 128, where c is only written. With AVX2, whose register block runs
+// half as long, the change ranged 0.75-1.10x from round to round of a throwaway driver with no clear sign,
+// so it asks only for blocks of c larger than L2 (Intel's 2 MB).
+inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 
 // out[p * width + j] = src[j * ld + p] for j < count, p < kc, and zeros for count <= j < width: one panel
 // whose lines (columns of a column-major b) lie along k in memory. Reading each line along k and writing it
@@ -328,9 +332,8 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
   float* a_buffer = a_scratch.get(static_cast<std::size_t>((copy_a ? sgemm_mc : sgemm_mr) * kc_max));
   float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
   // Above ~2 MB (the L2 a core of the Intel Xeon where this was measured) the output no longer stays cached
-  // from one k block to the next. Asking always here too made no difference on an AMD Zen 5 (1 MB L2),
-  // unlike products with a packed weight (sgemm_packed_prefetches_c).
-  const bool prefetch_c = rows * cols > (index_t{1} << 19);
+  // from one k block to the next; below it, sgemm_prefetches_c_always.
+  const bool prefetch_c = sgemm_prefetches_c_always || rows * cols > (index_t{1} << 19);
   auto b_at = [&](index_t p, index_t j) { return b_col_major ? b + p + j * ldb : b + p * ldb + j; };
   for (index_t jc = 0; jc < cols; jc += sgemm_nc) {
     const index_t nc = std::min<index_t>(sgemm_nc, cols - jc);
@@ -373,7 +376,7 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc, const PrefetchRuns* ahead) {
   static thread_local SgemmScratch edge_scratch;
-  const bool prefetch_c = sgemm_packed_prefetches_c || (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
+  const bool prefetch_c = sgemm_prefetches_c_always || (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
   const index_t whole = r0 + (r1 - r0) / sgemm_mr * sgemm_mr;
   float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
   const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
