@@ -21,9 +21,9 @@ static_assert(sgemm_mc % sgemm_mr == 0, "a block of a is whole panels");
 // page of its own, which the hardware prefetchers do not cross. 1024 x 256 x 2048 on 2 threads: with AVX2 on
 // an AMD Zen 5 (GCC -march=znver3) 136-138 GFLOP/s in place against 172-183 copied (OpenBLAS's Haswell kernel
 // 173-177); with AVX-512 on an Intel Xeon (Sapphire Rapids kind, 2 MB L2) the copy took 0.70x the time of
-// reading in place with the prefetches below (0.57x on 1 thread; bench/README.md, "fortieth session"), where
-// on the Zen 5 it had been 2-5% slower than in place (361-364 against 370-381 GFLOP/s, without them): one rule
-// for both, for the larger gain.
+// reading in place (0.57x on 1 thread), about 0.89x (0.77x) that of reading in place with the prefetches
+// below (bench/README.md, "fortieth session"), where on the Zen 5 it had been 2-5% slower than in place
+// (361-364 against 370-381 GFLOP/s, without them): one rule for both, for the larger gain.
 inline constexpr index_t sgemm_aliased_a_stride = 1024;
 // How many steps of k ahead the register block asks for the lines of a column-major a that it reads in
 // place: each step's rows lie lda floats after the last step's, a stride the hardware prefetchers do not
