@@ -358,49 +358,57 @@ void check_packed_weight_products(const SgemmKernel& kernel) {
                                    // must still compute each once (beta below would count a block twice)
                                    {3 * ef::backend::detail::shared_block_rows + 5, 5 * sgemm_nr + 3, 40}};
   const int saved = ef::get_num_threads();
+  const double saved_cut = ef::backend::detail::tile_per_thread_below;
   std::size_t ran = 0;
-  for (const auto& s : shapes)
-    for (int b_layout = 0; b_layout < 3; ++b_layout)  // row-major, column-major (Linear's w.t()), strided
-      for (int a_layout = 0; a_layout < 3;
-           ++a_layout) {  // row-major (read in place), column-major, rows apart
-        const auto a = a_layout == 0   ? uniform_matrix(s.m, s.k, gen)
-                       : a_layout == 1 ? uniform_matrix(s.k, s.m, gen).t()
-                                       : uniform_matrix(s.m, s.k + 3, gen).narrow(1, 1, s.k);
-        const auto stored = b_layout == 1 ? uniform_matrix(s.n, s.k, gen) : uniform_matrix(s.k, 2 * s.n, gen);
-        const auto b = b_layout == 0   ? stored.narrow(1, 0, s.n)
-                       : b_layout == 1 ? stored.t()
-                                       : stored.slice(1, 0, 2 * s.n, 2);
-        const ef::PackedMatrix packed(b);
-        REQUIRE(packed.kernel() == &kernel);
-        REQUIRE(packed.matches(b));
-        auto bias = uniform_matrix(1, s.n, gen).reshape(ef::Shape<1>{s.n});
-        const ef::backend::Epilogue<float> epilogue{&bias, ef::backend::Activation::gelu_tanh};
-        for (int threads : {1, 2, 3}) {
-          ef::set_num_threads(threads);
-          const auto expected = ef::backend::gemm(a, b, epilogue);
-          const auto got = ef::backend::gemm(a, b, &packed, epilogue);
-          REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * s.m * s.n) == 0,
-                          "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout
-                                   << ", a layout " << a_layout << ", " << threads << " threads");
-          // Accumulating into part of a wider output (alpha, beta), on the pool and on the calling thread
-          // alone.
-          for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread}) {
-            auto wide = uniform_matrix(s.m, s.n + 5, gen);
-            auto into = wide.narrow(1, 2, s.n);
-            auto wide_expected = wide.clone();
-            auto into_expected = wide_expected.narrow(1, 2, s.n);
-            ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f);
-            ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, {}, tiling);
-            REQUIRE_MESSAGE(std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
-                            "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout "
-                                                  << b_layout << ", " << threads << " threads, pool "
-                                                  << (tiling == ef::backend::Tiling::pool));
+  // Every shape through both ways of cutting a product for the pool: blocks handed out one at a time, and one
+  // tile a thread (which the library takes for small products only).
+  for (const double cut : {0.0, std::numeric_limits<double>::infinity()})
+    for (const auto& s : shapes)
+      for (int b_layout = 0; b_layout < 3; ++b_layout)  // row-major, column-major (Linear's w.t()), strided
+        for (int a_layout = 0; a_layout < 3;
+             ++a_layout) {  // row-major (read in place), column-major, rows apart
+          const auto a = a_layout == 0   ? uniform_matrix(s.m, s.k, gen)
+                         : a_layout == 1 ? uniform_matrix(s.k, s.m, gen).t()
+                                         : uniform_matrix(s.m, s.k + 3, gen).narrow(1, 1, s.k);
+          const auto stored = b_layout == 1 ? uniform_matrix(s.n, s.k, gen) : uniform_matrix(s.k, 2 * s.n, gen);
+          const auto b = b_layout == 0   ? stored.narrow(1, 0, s.n)
+                         : b_layout == 1 ? stored.t()
+                                         : stored.slice(1, 0, 2 * s.n, 2);
+          const ef::PackedMatrix packed(b);
+          REQUIRE(packed.kernel() == &kernel);
+          REQUIRE(packed.matches(b));
+          auto bias = uniform_matrix(1, s.n, gen).reshape(ef::Shape<1>{s.n});
+          const ef::backend::Epilogue<float> epilogue{&bias, ef::backend::Activation::gelu_tanh};
+          for (int threads : {1, 2, 3}) {
+            ef::set_num_threads(threads);
+            ef::backend::detail::tile_per_thread_below = cut;
+            const auto expected = ef::backend::gemm(a, b, epilogue);
+            const auto got = ef::backend::gemm(a, b, &packed, epilogue);
+            REQUIRE_MESSAGE(std::memcmp(got.data(), expected.data(), sizeof(float) * s.m * s.n) == 0,
+                            "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout
+                                     << ", a layout " << a_layout << ", " << threads << " threads, tile a thread below "
+                                     << cut);
+            // Accumulating into part of a wider output (alpha, beta), on the pool and on the calling thread
+            // alone.
+            for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread}) {
+              auto wide = uniform_matrix(s.m, s.n + 5, gen);
+              auto into = wide.narrow(1, 2, s.n);
+              auto wide_expected = wide.clone();
+              auto into_expected = wide_expected.narrow(1, 2, s.n);
+              ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f);
+              ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, {}, tiling);
+              REQUIRE_MESSAGE(std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
+                              "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout "
+                                                    << b_layout << ", " << threads << " threads, pool "
+                                                    << (tiling == ef::backend::Tiling::pool)
+                                                    << ", tile a thread below " << cut);
+            }
+            ++ran;
           }
-          ++ran;
         }
-      }
   ef::set_num_threads(saved);
-  eftest::check_ran(ran, shapes.size() * 3 * 3 * 3, "packed-weight products");
+  ef::backend::detail::tile_per_thread_below = saved_cut;
+  eftest::check_ran(ran, 2 * shapes.size() * 3 * 3 * 3, "packed-weight products");
 }
 
 }  // namespace

@@ -262,6 +262,18 @@ inline constexpr index_t shared_blocks_per_thread = 8;
 // host's noise. Any split gives the same bits: an element's arithmetic does not depend on where blocks start.
 inline constexpr index_t tail_blocks_per_thread = 2;
 inline constexpr index_t tail_block_parts = 4;
+// Below this many multiply-adds a product goes out as one tile a thread instead (rows split when N <= M, so
+// that each thread reads all of the smaller b; columns otherwise, so that each reads all of the smaller a).
+// Such products take well under a millisecond: their blocks are tens of microseconds, each starting on panels
+// of b not yet asked for, and a stall of a host's time slice (milliseconds) outlasts the whole product
+// whichever way it is cut. Intel Xeon (Sapphire Rapids kind), 2 threads, bench/ab.py, 4 interleaved rounds:
+// 768 x 384 x 128 0.95x the time, 768 x 128 x 512 0.94-0.95x, 768 x 512 x 128 0.975x, 128 x 768 x 768 0.99x;
+// BERT-base b1's forward 0.985x, and 0.94-0.97x with another process busy on one of the two cores. Larger
+// products stay on the blocks: one tile a thread took 1.14x the time at 1024 x 3072 x 768; at 128 x 2304 x 768
+// and 128 x 3072 x 768 it took 0.97-0.98x, and BERT-base b1 0.96x, but with the other process busy b1 took
+// 1.03x (rounds 1.01-1.15), the imbalance the blocks are there to absorb. A variable, not a constant, so
+// that the tests can send every product down either path.
+inline double tile_per_thread_below = double(index_t{1} << 27);
 
 inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 
@@ -277,6 +289,21 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
     if (on_pool) parallel_for(count, 1, body);
     else body(index_t{0}, count);
   };
+  if (on_pool && get_num_threads() > 1 && double(m) * double(n) * double(k) < tile_per_thread_below) {
+    const index_t threads = get_num_threads();
+    const bool by_rows = n <= m;
+    const index_t each = by_rows ? kernel.padded_rows(ceil_div(m, threads)) : kernel.padded_cols(ceil_div(n, threads));
+    parallel_for(ceil_div(by_rows ? m : n, each), 1, [&](index_t begin, index_t end) {
+      for (index_t t = begin; t < end; ++t) {
+        const index_t r0 = by_rows ? t * each : 0, r1 = by_rows ? std::min(m, r0 + each) : m;
+        const index_t c0 = by_rows ? 0 : t * each, c1 = by_rows ? n : std::min(n, c0 + each);
+        kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
+                                  nullptr);
+        apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+      }
+    });
+    return;
+  }
   const index_t row_blocks = ceil_div(m, shared_block_rows);
   const index_t block_rows = kernel.padded_rows(ceil_div(m, row_blocks));
   const index_t nr = kernel.nr, col_panels = ceil_div(n, nr);
