@@ -264,9 +264,10 @@ inline constexpr index_t tail_blocks_per_thread = 2;
 inline constexpr index_t tail_block_parts = 4;
 // Below this many multiply-adds a product goes out as one tile a thread instead (rows split when N <= M, so
 // that each thread reads all of the smaller b; columns otherwise, so that each reads all of the smaller a).
-// Such products take well under a millisecond: their blocks are tens of microseconds, each starting on panels
-// of b not yet asked for, and a stall of a host's time slice (milliseconds) outlasts the whole product
-// whichever way it is cut. Intel Xeon (Sapphire Rapids kind), 2 threads, bench/ab.py, 4 interleaved rounds:
+// Such products take well under a millisecond, in blocks of tens of microseconds: a stall of a host's time
+// slice (milliseconds) outlasts the whole product whichever way it is cut, so the blocks buy little balance
+// there, and one tile a thread ran faster (why, not measured: perhaps the blocks' hand-out and each block's
+// first panels of b, which nothing asked for ahead). Intel Xeon (Sapphire Rapids kind), 2 threads, bench/ab.py, 4 interleaved rounds:
 // 768 x 384 x 128 0.95x the time, 768 x 128 x 512 0.94-0.95x, 768 x 512 x 128 0.975x, 128 x 768 x 768 0.99x;
 // BERT-base b1's forward 0.985x, and 0.94-0.97x with another process busy on one of the two cores. Larger
 // products stay on the blocks: one tile a thread took 1.14x the time at 1024 x 3072 x 768; at 128 x 2304 x 768
