@@ -290,17 +290,20 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
     if (on_pool) parallel_for(count, 1, body);
     else body(index_t{0}, count);
   };
-  if (on_pool && get_num_threads() > 1 && double(m) * double(n) * double(k) < tile_per_thread_below) {
-    const index_t threads = get_num_threads();
+  const index_t threads = on_pool ? get_num_threads() : 1;
+  // Rows [r0, r1) x columns [c0, c1) of c, r0 and c0 on whole panels, with the epilogue while it is in cache.
+  auto run_tile = [&](index_t r0, index_t r1, index_t c0, index_t c1) {
+    kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
+                              nullptr);
+    apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+  };
+  if (threads > 1 && double(m) * double(n) * double(k) < tile_per_thread_below) {
     const bool by_rows = n <= m;
     const index_t each = by_rows ? kernel.padded_rows(ceil_div(m, threads)) : kernel.padded_cols(ceil_div(n, threads));
-    parallel_for(ceil_div(by_rows ? m : n, each), 1, [&](index_t begin, index_t end) {
+    for_each(ceil_div(by_rows ? m : n, each), [&](index_t begin, index_t end) {
       for (index_t t = begin; t < end; ++t) {
-        const index_t r0 = by_rows ? t * each : 0, r1 = by_rows ? std::min(m, r0 + each) : m;
-        const index_t c0 = by_rows ? 0 : t * each, c1 = by_rows ? n : std::min(n, c0 + each);
-        kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
-                                  nullptr);
-        apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+        if (by_rows) run_tile(t * each, std::min(m, (t + 1) * each), 0, n);
+        else run_tile(0, m, t * each, std::min(n, (t + 1) * each));
       }
     });
     return;
@@ -308,7 +311,6 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
   const index_t row_blocks = ceil_div(m, shared_block_rows);
   const index_t block_rows = kernel.padded_rows(ceil_div(m, row_blocks));
   const index_t nr = kernel.nr, col_panels = ceil_div(n, nr);
-  const index_t threads = on_pool ? get_num_threads() : 1;
   const index_t wanted = shared_blocks_per_thread * threads;
   const index_t col_groups = std::min(col_panels, std::max(threads, ceil_div(wanted, row_blocks)));
   const index_t group_panels = ceil_div(col_panels, col_groups);
@@ -334,10 +336,7 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
     const index_t first = group * group_panels, panels = std::min(col_panels, first + group_panels) - first;
     const index_t p0 = first + part * panels / of, p1 = first + (part + 1) * panels / of;
     if (p0 == p1) return;  // a group narrower than `parts` panels
-    const index_t c0 = p0 * nr, c1 = std::min(n, p1 * nr);
-    kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
-                              nullptr);
-    apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+    run_tile(r0, r1, p0 * nr, std::min(n, p1 * nr));
   };
   for_each(whole + tail * parts, [&](index_t begin, index_t end) {
     for (index_t u = begin; u < end; ++u) {
