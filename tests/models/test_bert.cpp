@@ -11,6 +11,7 @@
 
 #include "support/errors.hpp"
 #include "support/gradcheck.hpp"
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -378,12 +379,12 @@ TEST_CASE("BERT: inference gives the same bits on 1 and 2 threads, and training 
   randomize(m);
   m.eval();
   const auto ids = ids_batch(), mask = mask_batch();
-  const int before = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   ef::set_num_threads(1);
   const auto one = m.forward(ids, mask);
   ef::set_num_threads(2);
   const auto two = m.forward(ids, mask);
-  ef::set_num_threads(before);
+  ef::set_num_threads(restore_threads.saved);
   CHECK(ef::equal(one, two));
   // With dropout 0 both modes compute the same function by different routes: inference fuses the activation
   // into its gemm and streams attention (a running softmax over key blocks, exp vectorised), the recording

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 namespace ef = eigenformer;
@@ -96,7 +97,7 @@ TEST_CASE("GPT-2 threads: one eval model shared by 4 threads gives each the sing
 }
 
 TEST_CASE("GPT-2 threads: forward and backward give the same bits with 1, 2 and 3 threads") {
-  const int previous = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   // Larger than the tiny config, so that the work is actually split: the products of this model are cut into
   // several tiles (checked below) and the attention into 2 x 4 (batch, head) chunks; with the tiny config
   // every loop would be one chunk and the thread count could not matter.
@@ -145,7 +146,7 @@ TEST_CASE("GPT-2 threads: forward and backward give the same bits with 1, 2 and 
       CHECK_MESSAGE(std::memcmp(other.grads[i].data(), one.grads[i].data(), one.grads[i].size() * sizeof(float)) == 0,
                     "d" << names[i].name);
   }
-  ef::set_num_threads(previous);
+  ef::set_num_threads(restore_threads.saved);
   // A different dropout seed changes the logits: the comparison above is not comparing constants.
   ef::Generator gen(203);
   ef::GeneratorGuard guard(gen);

@@ -11,6 +11,7 @@
 
 #include "support/attention_fixtures.hpp"
 #include "support/cases.hpp"
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -527,7 +528,7 @@ TEST_CASE_TEMPLATE("KV cache: prefill, prompt after cached tokens and one-token 
 }
 
 TEST_CASE("attention: identical bits with 1, 2 and 3 threads (forward, weights, every gradient)") {
-  const int saved_threads = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   ef::manual_seed(45);
   const auto x = ef::randn<float>({3, 9, 24});
   const auto g = ef::randn<float>({3, 9, 24});
@@ -550,7 +551,6 @@ TEST_CASE("attention: identical bits with 1, 2 and 3 threads (forward, weights, 
     }
     runs.push_back(std::move(all));
   }
-  ef::set_num_threads(saved_threads);
   CHECK(runs[0] == runs[1]);
   CHECK(runs[0] == runs[2]);
 }
@@ -638,7 +638,7 @@ TEST_CASE_TEMPLATE("KV cache: streaming prefill, prompt and decode steps equal t
 }
 
 TEST_CASE("fused_attention: the streaming path gives identical bits with 1, 2 and 3 threads") {
-  const int saved_threads = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   ef::manual_seed(50);
   const auto qkv = ef::randn<float>({2, 300, 3 * 4 * 16});
   const auto pad = ef::rand<float>({2, 300}) < 0.8;
@@ -659,7 +659,6 @@ TEST_CASE("fused_attention: the streaming path gives identical bits with 1, 2 an
     }
     runs.push_back(std::move(all));
   }
-  ef::set_num_threads(saved_threads);
   CHECK(runs[0] == runs[1]);
   CHECK(runs[0] == runs[2]);
 }

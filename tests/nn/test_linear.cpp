@@ -10,6 +10,7 @@
 #include "support/gradcheck.hpp"
 #include "support/naive.hpp"
 #include "support/nn_fixtures.hpp"
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -248,7 +249,7 @@ TEST_CASE("Linear and Conv1D: a weight held only packed gives the packed product
     REQUIRE(weight(*held_module).float_released());
     CHECK(std::string(weight(*held_module).held_as()).find("packed") != std::string::npos);
     pack(*held_module, ef::FloatWeights::release);  // again: nothing to do
-    const int saved = ef::get_num_threads();
+    const eftest::RestoreThreadCount restore_threads;
     for (const int threads : {1, 2}) {
       ef::set_num_threads(threads);
       for (const index_t rows : {1, 3, 6, 8, 40}) {
@@ -280,7 +281,6 @@ TEST_CASE("Linear and Conv1D: a weight held only packed gives the packed product
         ++ran;
       }
     }
-    ef::set_num_threads(saved);
     const auto x = ef::randn<float>({2, 40});
     held_module->train();
     CHECK_THROWS_WITH_AS(forward(*held_module, x), doctest::Contains("held only as packed"), std::logic_error);

@@ -20,6 +20,7 @@
 
 #include "eigenformer/tensor.hpp"
 #include "support/cases.hpp"
+#include "support/thread_counts.hpp"
 
 namespace eftest::gemv_check {
 
@@ -73,7 +74,7 @@ double worst_error(const ef::Tensor<float, 2>& a, B b_at, const ef::Tensor<float
 // several chunks on 2 and 3 threads; the last one is summed in parts of k (gemv_k_parts), which 5 threads
 // also split by columns, and it runs once more with a bias and GELU in the epilogue.
 inline void check_products() {
-  const int saved = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   struct Size {
     index_t k, n;
   };
@@ -147,7 +148,6 @@ inline void check_products() {
         }
         ++ran;
       }
-  ef::set_num_threads(saved);
   check_ran(ran, 4 * 6 * 4, "gemv products");
 }
 

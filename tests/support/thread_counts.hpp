@@ -10,16 +10,37 @@
 
 namespace eftest {
 
+// Puts back, when its scope ends, the thread count in force when it was made: also when a check throws, so
+// that a failing test does not leave the test cases after it on another thread count.
+struct RestoreThreadCount {
+  int saved = eigenformer::get_num_threads();
+  RestoreThreadCount() = default;
+  RestoreThreadCount(const RestoreThreadCount&) = delete;
+  RestoreThreadCount& operator=(const RestoreThreadCount&) = delete;
+  ~RestoreThreadCount() { eigenformer::set_num_threads(saved); }
+};
+
+// The same for a variable a test sets for a while (a tuning threshold of the library, say).
+template <class T>
+class RestoreValue {
+ public:
+  explicit RestoreValue(T& variable) : variable_(variable), saved_(variable) {}
+  RestoreValue(const RestoreValue&) = delete;
+  RestoreValue& operator=(const RestoreValue&) = delete;
+  ~RestoreValue() { variable_ = saved_; }
+
+ private:
+  T& variable_;
+  T saved_;
+};
+
 // run() (returning its results as floats) with set_num_threads(1), then with each of `others`: every result
 // must have the one-thread bits (NaN payloads compared as bits too). The thread count in force before is
 // restored, also when a check throws. Returns the one-thread results, for checks of what they are.
 template <class Run>
 std::vector<float> check_same_bits_on_thread_counts(Run&& run,
                                                     std::initializer_list<int> others = {2, 3, 4}) {
-  struct Restore {
-    int saved = eigenformer::get_num_threads();
-    ~Restore() { eigenformer::set_num_threads(saved); }
-  } restore;
+  const RestoreThreadCount restore;
   eigenformer::set_num_threads(1);
   const std::vector<float> one = run();
   for (const int threads : others) {

@@ -23,18 +23,13 @@
 #include "support/child_process.hpp"
 #include "support/fixtures.hpp"
 #include "support/gemv_check.hpp"
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 namespace {
 
 using namespace eftest;
 namespace be = ef::backend;
-
-// Restores the thread count a test changed, whatever way the test ends.
-struct ThreadCountGuard {
-  int saved = ef::get_num_threads();
-  ~ThreadCountGuard() { ef::set_num_threads(saved); }
-};
 
 // Values in [-1, 1) from a fixed linear congruential stream: reproducible, no dependence on the library's
 // own generators.
@@ -115,7 +110,7 @@ TEST_CASE("backend: Eigen does not thread products itself") {
 // epilogue order is O(1) and far outside this.
 TEST_CASE_TEMPLATE("backend: gemm equals a double-precision product for every layout, alpha/beta, bias and activation",
                    T, float, double) {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   ef::set_num_threads(2);
   const double u = std::numeric_limits<T>::epsilon() / 2;
   // A small product (one tile) and one large enough to be cut into several tiles.
@@ -196,7 +191,7 @@ TEST_CASE("backend: gemm's fresh-result form, k = 0, and its shape errors") {
 
 TEST_CASE_TEMPLATE("backend: gemm, matmul, softmax and reductions are bit-identical for 1 to 4 threads", T, float,
                    double) {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   const auto a = uniform<T>(ef::Shape<2>{257, 129}, 7);
   const auto b = uniform<T>(ef::Shape<2>{129, 65}, 8);
   const auto wt = uniform<T>(ef::Shape<2>{65, 129}, 9);  // (out, in): used as wt.t(), read in place
@@ -256,7 +251,7 @@ TEST_CASE_TEMPLATE("backend: gemm, matmul, softmax and reductions are bit-identi
 }
 
 TEST_CASE("backend: parallel_for's ranges depend on n and grain only, and workers take part") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   for (int threads : {1, 2, 4}) {
     CAPTURE(threads);
     ef::set_num_threads(threads);
@@ -293,7 +288,7 @@ TEST_CASE("backend: parallel_for's ranges depend on n and grain only, and worker
 }
 
 TEST_CASE("backend: a parallel_for inside a chunk runs inline on that chunk's thread") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   ef::set_num_threads(3);
   std::atomic<int> mismatches{0}, inner_total{0};
   ef::backend::parallel_for(12, 1, [&](index_t, index_t) {
@@ -315,7 +310,7 @@ TEST_CASE("backend: a parallel_for inside a chunk runs inline on that chunk's th
 }
 
 TEST_CASE("backend: an exception thrown by a chunk reaches the caller, and the pool stays usable") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   for (int threads : {1, 2, 4}) {
     CAPTURE(threads);
     ef::set_num_threads(threads);
@@ -348,12 +343,12 @@ TEST_CASE("backend: an exception thrown by a chunk reaches the caller, and the p
 }
 
 TEST_CASE("backend: set_num_threads rejects counts below 1 and get_num_threads reports the setting") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   CHECK(ef::get_num_threads() >= 1);
   CHECK_THROWS_WITH_EXACTLY(ef::set_num_threads(0), "set_num_threads: expected a positive number of threads, got 0",
                        std::invalid_argument);
   CHECK_THROWS_EXACTLY(ef::set_num_threads(-3), std::invalid_argument);
-  CHECK(ef::get_num_threads() == guard.saved);
+  CHECK(ef::get_num_threads() == restore_threads.saved);
   ef::set_num_threads(3);
   CHECK(ef::get_num_threads() == 3);
 }
@@ -362,7 +357,7 @@ TEST_CASE("backend: set_num_threads rejects counts below 1 and get_num_threads r
 // and whoever runs their chunks, each gets the single-thread bits. A fifth thread keeps changing the
 // thread count meanwhile.
 TEST_CASE("backend: four user threads computing at once get the single-thread bits") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   const auto w = uniform<float>(ef::Shape<2>{384, 128}, 20);  // (out, in) as nn.Linear stores it
   const auto bias = uniform<float>(ef::Shape<1>{384}, 21);
   std::vector<ef::Tensor<float, 3>> xs;
@@ -437,7 +432,7 @@ static int threads_running_chunks() {
 }
 
 TEST_CASE("backend: a child forked after the pool started runs its loops on the pool's threads and exits") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   ef::set_num_threads(2);
   REQUIRE(threads_running_chunks() == 2);  // the pool and its worker exist before the fork
   const pid_t pid = fork();
@@ -463,7 +458,7 @@ TEST_CASE("backend: a child forked after the pool started runs its loops on the 
 // The chunked element-wise loops (used above 32768 elements) against the element-by-element definition,
 // on operands that take each path: contiguous, broadcast, transposed.
 TEST_CASE("backend: element-wise ops on large tensors equal the element-by-element result") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   ef::set_num_threads(3);
   const auto a = uniform<float>(ef::Shape<2>{301, 257}, 30);
   const auto b = uniform<float>(ef::Shape<2>{257, 301}, 31);  // used as b.t()
@@ -492,7 +487,7 @@ TEST_CASE("backend: element-wise ops on large tensors equal the element-by-eleme
 // magnitudes, so the error is at most 1000 x 2^-24 (6e-5) of that sum; a row left out would move a column by
 // ~0.5 against a bound of ~0.03.
 TEST_CASE("backend: add_column_sums splits columns between threads, same bits for 1 to 4 threads and for views") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   const index_t n = 1000, c = 200;
   const auto fused = uniform<float>(ef::Shape<2>{n, 3 * c}, 40);
   const auto g = fused.narrow(1, c, c);  // rows 3c apart
@@ -524,7 +519,7 @@ TEST_CASE("backend: add_column_sums splits columns between threads, same bits fo
 }
 
 TEST_CASE("backend: zero_fill zeroes exactly its range on the pool") {
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   ef::set_num_threads(3);
   const index_t n = (index_t{1} << 17) + 37;  // three runs of the pool's 2^16, the last partial
   std::vector<float> v(static_cast<std::size_t>(n), 1.5f);
@@ -705,7 +700,7 @@ TEST_CASE("bfloat16: a weight held only as bfloat16 widened into the packed kern
   }
   const auto bias = gemv_check::values(1, n, 33).reshape(ef::Shape<1>{n});
   std::size_t ran = 0;
-  ThreadCountGuard guard;
+  const RestoreThreadCount restore_threads;
   for (const int threads : {1, 2}) {
     ef::set_num_threads(threads);
     for (const index_t m : {40, 300}) {

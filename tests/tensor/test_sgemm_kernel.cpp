@@ -19,6 +19,7 @@
 #include "eigenformer/tensor.hpp"
 #include "eigenformer/tensor/packed_matrix.hpp"
 #include "support/cases.hpp"
+#include "support/thread_counts.hpp"
 
 namespace ef = eigenformer;
 using ef::index_t;
@@ -282,7 +283,7 @@ void check_gemm_on_threads(const SgemmKernel& kernel) {
                                       {2 * ef::backend::detail::sgemm_mc + 61, 100, 70, true, true},
                                       {16, 2 * ef::backend::detail::sgemm_nc + 100, 600, true},
                                       {20, ef::backend::detail::sgemm_nc + 76, 600, false, true}};
-  const int saved = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   std::size_t ran = 0;
   for (const auto& pr : products) {
     auto a_stored =
@@ -318,7 +319,6 @@ void check_gemm_on_threads(const SgemmKernel& kernel) {
       ++ran;
     }
   }
-  ef::set_num_threads(saved);
   eftest::check_ran(ran, products.size() * 3, "thread-count cases");
 }
 
@@ -357,8 +357,8 @@ void check_packed_weight_products(const SgemmKernel& kernel) {
                                    // 4 row blocks over 2-3 column groups: the staggered order of the blocks
                                    // must still compute each once (beta below would count a block twice)
                                    {3 * ef::backend::detail::shared_block_rows + 5, 5 * sgemm_nr + 3, 40}};
-  const int saved = ef::get_num_threads();
-  const double saved_cut = ef::backend::detail::tile_per_thread_below;
+  const eftest::RestoreThreadCount restore_threads;
+  const eftest::RestoreValue restore_cut(ef::backend::detail::tile_per_thread_below);
   std::size_t ran = 0;
   // Every shape through both ways of cutting a product for the pool: blocks handed out one at a time, and one
   // tile a thread (which the library takes for small products only).
@@ -406,8 +406,6 @@ void check_packed_weight_products(const SgemmKernel& kernel) {
             ++ran;
           }
         }
-  ef::set_num_threads(saved);
-  ef::backend::detail::tile_per_thread_below = saved_cut;
   eftest::check_ran(ran, 2 * shapes.size() * 3 * 3 * 3, "packed-weight products");
 }
 
@@ -495,9 +493,8 @@ void check_aliased_rows(const SgemmKernel& kernel) {
 }  // namespace
 
 TEST_CASE("a row-major a whose rows lie 4 KiB apart is read from a spaced copy, with the bits of any other spacing") {
-  const int saved = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   for_each_kernel(check_aliased_rows);
-  ef::set_num_threads(saved);
 }
 TEST_CASE("a packed weight: few-row products read the float weight, and a stale or foreign copy is refused") {
   for_each_kernel([](const SgemmKernel&) {
@@ -533,7 +530,7 @@ TEST_CASE(
     // 33 columns (a register panel straddles two parts, so their concatenation is packed) and of 64, 32 and
     // 45 (whole panels, each part packed in place); a with a ragged row count; 1-3 threads.
     std::mt19937 gen(23);
-    const int saved = ef::get_num_threads();
+    const eftest::RestoreThreadCount restore_threads;
     std::size_t ran = 0;
     for (const auto& widths : {std::vector<ef::index_t>{40, 70, 33}, std::vector<ef::index_t>{64, 32, 45}}) {
       CAPTURE(widths[0]);
@@ -575,7 +572,6 @@ TEST_CASE(
           ++ran;
         }
       }
-      ef::set_num_threads(saved);
       REQUIRE(packed.rows() == 24);
       REQUIRE(packed.cols() == n);
       CHECK(packed.matches(parts));
@@ -588,7 +584,6 @@ TEST_CASE(
       parts[1](23, widths[1] - 1) += 1.0f;  // the last element of the middle part
       CHECK_FALSE(packed.matches(parts));
     }
-    ef::set_num_threads(saved);
     eftest::check_ran(ran, 2 * 12, "side-by-side products");
     CHECK_THROWS_AS(ef::PackedMatrix::side_by_side({uniform_matrix(24, 5, gen), uniform_matrix(23, 5, gen)}),
                     ef::shape_error);
@@ -613,7 +608,7 @@ TEST_CASE("a product with a packed weight reads the packed copy, not the float w
       REQUIRE(packed.matches(b()));
       const auto as_changed = ef::backend::gemm(a, b());
       REQUIRE(std::memcmp(as_changed.data(), as_packed.data(), sizeof(float) * as_packed.numel()) != 0);
-      const int saved = ef::get_num_threads();
+      const eftest::RestoreThreadCount restore_threads;
       for (int threads : {1, 2}) {
         ef::set_num_threads(threads);
         const auto got = ef::backend::gemm(a, b(), &packed);
@@ -621,7 +616,6 @@ TEST_CASE("a product with a packed weight reads the packed copy, not the float w
                       (transposed ? "transposed" : "row-major") << " weight, " << threads << " threads");
         ++ran;
       }
-      ef::set_num_threads(saved);
     }
     eftest::check_ran(ran, 4, "products after an unsampled change");
   });

@@ -255,7 +255,7 @@ TEST_CASE("clip_grad_norm and zero_grad: long gradients on 1 to 4 threads, the s
     if (want != 0) worst_twice = std::max(worst_twice, std::abs(double(twice_one[i]) - want) / std::abs(want));
   }
   CHECK(worst_twice <= 3.7e-7);
-  const int saved = ef::get_num_threads();
+  const eftest::RestoreThreadCount restore_threads;
   ef::set_num_threads(2);
   train::AdamW<float> opt(list, {});
   opt.zero_grad();
@@ -263,7 +263,6 @@ TEST_CASE("clip_grad_norm and zero_grad: long gradients on 1 to 4 threads, the s
   for (const float x : w.grad().to_vector()) nonzero += x != 0.0f;
   for (const float x : b.grad().to_vector()) nonzero += x != 0.0f;
   CHECK(nonzero == 0);
-  ef::set_num_threads(saved);
 }
 
 // torch.optim skips every p whose p.grad is None: no decay, no moments, and its step count (AdamW's bias
