@@ -1,4 +1,5 @@
-// Runs a computation on 1 thread and on other thread counts, checking that each gives the one-thread bits.
+// Tests that change the thread count: guards that put it (or another setting) back when a test ends, and a
+// check that a computation gives the one-thread bits on other thread counts.
 #pragma once
 
 #include <doctest/doctest.h>
