@@ -267,13 +267,13 @@ inline constexpr index_t tail_block_parts = 4;
 // Such products take well under a millisecond, in blocks of tens of microseconds: a stall of a host's time
 // slice (milliseconds) outlasts the whole product whichever way it is cut, so the blocks buy little balance
 // there, and one tile a thread ran faster (why, not measured: perhaps the blocks' hand-out and each block's
-// first panels of b, which nothing asked for ahead). Intel Xeon (Sapphire Rapids kind), 2 threads, bench/ab.py, 4 interleaved rounds:
-// 768 x 384 x 128 0.95x the time, 768 x 128 x 512 0.94-0.95x, 768 x 512 x 128 0.975x, 128 x 768 x 768 0.99x;
-// BERT-base b1's forward 0.985x, and 0.94-0.97x with another process busy on one of the two cores. Larger
-// products stay on the blocks: one tile a thread took 1.14x the time at 1024 x 3072 x 768; at 128 x 2304 x 768
-// and 128 x 3072 x 768 it took 0.97-0.98x, and BERT-base b1 0.96x, but with the other process busy b1 took
-// 1.03x (rounds 1.01-1.15), the imbalance the blocks are there to absorb. A variable, not a constant, so
-// that the tests can send every product down either path.
+// first panels of b, which nothing asked for ahead). Intel Xeon (Sapphire Rapids kind), 2 threads,
+// bench/ab.py, 4 interleaved rounds: 768 x 384 x 128 0.95x the time, 768 x 128 x 512 0.94-0.95x, 768 x 512 x
+// 128 0.975x, 128 x 768 x 768 0.99x; BERT-base b1's forward 0.985x, and 0.94-0.97x with another process busy
+// on one of the two cores. Larger products stay on the blocks: one tile a thread took 1.14x the time at 1024 x
+// 3072 x 768; at 128 x 2304 x 768 and 128 x 3072 x 768 it took 0.97-0.98x, and BERT-base b1 0.96x, but with
+// the other process busy b1 took 1.03x (rounds 1.01-1.15), the imbalance the blocks are there to absorb. A
+// variable, not a constant, so that the tests can send every product down either path.
 inline double tile_per_thread_below = double(index_t{1} << 27);
 
 inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
