@@ -6,6 +6,7 @@
 // EIGENFORMER_MAX_CPU_ISA=avx2 and =baseline (tests/CMakeLists.txt), so every layer runs on every path.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -250,6 +251,60 @@ TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block i
     }
   }
   if (minimum > 0) eftest::check_ran_at_least(ran, minimum, "block-independence cases");
+}
+
+TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, have the bits of b packed beforehand") {
+  // The AVX-512 kernel swaps the operands' roles for such products (sgemm_transposes_weight) and writes c
+  // from a transposed tile; the weight packed beforehand (both_packed_block) never does. Rows on both sides of
+  // the 16-column transposes and 32-column panels of a^T, columns on both sides of the 12-row tiles, k
+  // across the k block's edge and up to the 2^18-float limit; c's padding between rows must stay untouched.
+  namespace bd = ef::backend::detail;
+  std::mt19937 gen(29);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::vector<Shape3> swapped{{8, 12, 1},   {13, 29, 255},  {45, 100, 257}, {33, 7, 17},
+                                    {128, 40, 768}, {200, 13, 600}, {256, 25, 1024}};
+  // Just past the rule's edges: more than 128 rows at k < 512, a^T over 2^18 floats, a column-major a.
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 129, 256));
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 128, 2049));
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, true, true, 128, 768));
+  std::size_t ran = 0, expected = 0;
+  for (const SgemmKernel* kernel : kernels_on_this_cpu()) {
+    const std::string isa = kernel->name();
+    CAPTURE(isa);
+    expected += swapped.size() * 2;
+    for (const auto& s : swapped)
+      for (const float beta : {0.0f, 0.5f}) {
+        CAPTURE(s.m);
+        CAPTURE(s.n);
+        CAPTURE(s.k);
+        CAPTURE(beta);
+        CHECK(bd::sgemm_transposes_weight(kernel->isa, false, true, s.m, s.k) == (kernel->isa == CpuIsa::avx512));
+        const Operand a = random_operand(s.m, s.k, false, gen), b = random_operand(s.k, s.n, true, gen);
+        const index_t ldc = s.n + 5, padded_cols = kernel->padded_cols(s.n);
+        std::vector<float> packed(static_cast<std::size_t>(padded_cols * s.k));
+        for (index_t pc = 0; pc < s.k; pc += bd::sgemm_kc) {
+          const index_t kc = std::min<index_t>(bd::sgemm_kc, s.k - pc);
+          kernel->pack_b(b.data.data() + pc, true, b.ld, kc, s.n,
+                         packed.data() + bd::packed_panel_offset(pc, 0, kc, padded_cols));
+        }
+        std::vector<float> c(static_cast<std::size_t>(s.m * ldc));
+        for (auto& x : c) x = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : uniform(gen);
+        const auto c0 = c;
+        auto c_packed = c;
+        kernel->packed(false, true, s.m, s.n, s.k, -1.25f, a.data.data(), a.ld, b.data.data(), b.ld, beta, c.data(),
+                       ldc);
+        kernel->both_packed_block(s.k, -1.25f, false, a.data.data(), a.ld, packed.data(), padded_cols, 0, s.m, 0, s.n,
+                                  beta, c_packed.data(), ldc, nullptr);
+        REQUIRE(std::memcmp(c.data(), c_packed.data(), sizeof(float) * c.size()) == 0);
+        bool padding_kept = true;
+        for (index_t i = 0; i < s.m; ++i)
+          for (index_t j = s.n; j < ldc; ++j)
+            padding_kept = padding_kept && std::memcmp(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float)) == 0;
+        CHECK(padding_kept);
+        ++ran;
+      }
+  }
+  if (expected > 0) eftest::check_ran(ran, expected, "transposed-weight cases");
 }
 
 namespace {

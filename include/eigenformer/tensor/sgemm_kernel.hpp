@@ -5,7 +5,8 @@
 // beta = 0 product. This kernel follows the usual packed design (Goto and van de Geijn, "Anatomy of
 // high-performance matrix multiplication", 2008): panels of b are copied into the order the register-blocked
 // inner loop reads them, so a transposed b costs one copy; a is read where it lies, row- or column-major
-// (see APanel).
+// (see APanel). Few rows times a transposed b on AVX-512 compute c^T = b^T a^T instead, copying only a
+// (sgemm_transposes_weight).
 //
 // Two compilations of one text (sgemm_kernel_isa.inl): namespace avx512 (a 12 x 32 register block) and
 // namespace avx2 (6 x 16), both in every GCC or Clang build on x86-64 whatever its flags; sgemm_kernel()
@@ -43,6 +44,21 @@ inline constexpr index_t sgemm_mc = 144;
 inline constexpr index_t sgemm_nc = 1024;
 // Rows up to which a product with a packed weight takes the few-row kernel (SgemmKernel::few_rows).
 inline constexpr index_t sgemm_few_rows = 4;
+
+// Whether SgemmKernel::packed computes c^T = b^T a^T (sgemm_kernel_isa.inl, sgemm_transposed_weight): a
+// row-major a of few rows times a transposed b, nn.Linear's x W^T with the weight not packed beforehand. On
+// an Intel Xeon (Sapphire Rapids kind, 2 MB L2), one thread, 1536 columns, GFLOP/s swapped against packing b
+// (throwaway driver, medians of 7): at k = 768 m = 16 81 / 68, 32 157 / 94, 128 170 / 148, 256 176 / 163,
+// 384 161 / 169; at k = 3072 m = 96 152 / 131, 128 137 / 138, 256 126 / 153; at k = 256 m = 128 160 / 154, 192
+// 158 / 166. It wins while a^T, copied whole and read again for every 12 columns of c, stays within half of L2
+// (rows x k at most 2^18 floats) and rows are few (at most 256; at most 128 for k below 512). AVX-512 only:
+// the AVX2 kernel's narrower block gained at some of these shapes and lost at others on the same Xeon (k =
+// 768 m = 128 1.04x the speed, k = 256 m = 128 0.87x), and the machines it runs on were not measured.
+inline constexpr bool sgemm_transposes_weight(CpuIsa isa, bool a_col_major, bool b_col_major, index_t rows,
+                                              index_t k) {
+  return isa == CpuIsa::avx512 && !a_col_major && b_col_major && rows <= 256 && rows * k <= (index_t{1} << 18) &&
+         (rows <= 128 || k >= 512);
+}
 
 // Where a panel starts in a packed b (PackedMatrix), for the packer, the kernels and the readers alike: the k
 // blocks of sgemm_kc rows lie one after another (block pc after pc whole rows of padded_cols floats), and in
