@@ -261,12 +261,15 @@ TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, hav
   namespace bd = ef::backend::detail;
   std::mt19937 gen(29);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  const std::vector<Shape3> swapped{{8, 12, 1},   {13, 29, 255},  {45, 100, 257}, {33, 7, 17},
-                                    {128, 40, 768}, {200, 13, 600}, {256, 25, 1024}};
-  // Just past the rule's edges: more than 128 rows at k < 512, a^T over 2^18 floats, a column-major a.
-  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 129, 256));
-  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 128, 2049));
-  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, true, true, 128, 768));
+  const std::vector<Shape3> swapped{{8, 30, 1},      {13, 40, 255},    {45, 100, 257},  {33, 100, 17},
+                                    {128, 140, 768}, {200, 213, 600}, {256, 257, 1024}};
+  // Just past the rule's edges: more than 128 rows at k < 512, a^T over 2^18 floats, a column-major a, fewer
+  // columns than rows, fewer than three times the rows below k = 256.
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 129, 400, 256));
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 128, 400, 2049));
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, true, true, 128, 400, 768));
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 128, 127, 768));
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 64, 191, 255));
   std::size_t ran = 0, expected = 0;
   for (const SgemmKernel* kernel : kernels_on_this_cpu()) {
     const std::string isa = kernel->name();
@@ -278,7 +281,7 @@ TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, hav
         CAPTURE(s.n);
         CAPTURE(s.k);
         CAPTURE(beta);
-        CHECK(bd::sgemm_transposes_weight(kernel->isa, false, true, s.m, s.k) == (kernel->isa == CpuIsa::avx512));
+        CHECK(bd::sgemm_transposes_weight(kernel->isa, false, true, s.m, s.n, s.k) == (kernel->isa == CpuIsa::avx512));
         const Operand a = random_operand(s.m, s.k, false, gen), b = random_operand(s.k, s.n, true, gen);
         const index_t ldc = s.n + 5, padded_cols = kernel->padded_cols(s.n);
         std::vector<float> packed(static_cast<std::size_t>(padded_cols * s.k));

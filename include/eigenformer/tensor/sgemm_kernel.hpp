@@ -46,18 +46,22 @@ inline constexpr index_t sgemm_nc = 1024;
 inline constexpr index_t sgemm_few_rows = 4;
 
 // Whether SgemmKernel::packed computes c^T = b^T a^T (sgemm_kernel_isa.inl, sgemm_transposed_weight): a
-// row-major a of few rows times a transposed b, nn.Linear's x W^T with the weight not packed beforehand. On
-// an Intel Xeon (Sapphire Rapids kind, 2 MB L2), one thread, 1536 columns, GFLOP/s swapped against packing b
-// (throwaway driver, medians of 7): at k = 768 m = 16 81 / 68, 32 157 / 94, 128 170 / 148, 256 176 / 163,
-// 384 161 / 169; at k = 3072 m = 96 152 / 131, 128 137 / 138, 256 126 / 153; at k = 256 m = 128 160 / 154, 192
-// 158 / 166. It wins while a^T, copied whole and read again for every 12 columns of c, stays within half of L2
-// (rows x k at most 2^18 floats) and rows are few (at most 256; at most 128 for k below 512). AVX-512 only:
-// the AVX2 kernel's narrower block gained at some of these shapes and lost at others on the same Xeon (k =
-// 768 m = 128 1.04x the speed, k = 256 m = 128 0.87x), and the machines it runs on were not measured.
+// row-major a of few rows times a transposed b with at least as many columns, nn.Linear's x W^T with the
+// weight not packed beforehand. On an Intel Xeon (Sapphire Rapids kind, 2 MB L2), one thread, GFLOP/s
+// swapped against packing b (throwaway drivers, medians of 7-9). 1536 columns: at k = 768 m = 16 81 / 68, 32
+// 157 / 94, 128 170 / 148, 256 176 / 163, 384 161 / 169; at k = 3072 m = 96 152 / 131, 128 137 / 138, 256 126 /
+// 153; at k = 256 m = 128 160 / 154, 192 158 / 166. Fewer columns, operands in cache: at k = 768 m = 128 n =
+// 64 136 / 140, 128 147 / 130; at k = 64 (an attention head's scores) m = 128 n = 128 127 / 136, 256 123 /
+// 133, 384 132 / 129, m = 32 n = 128 144 / 113. It wins while a^T, copied whole and read again for every 12
+// columns of c, stays within half of L2 (rows x k at most 2^18 floats), rows are few (at most 256; at most
+// 128 for k below 512) and b is the larger operand: at least as many columns as rows, three times as many
+// below k = 256, where the transposed writes of c weigh more against the multiply-adds. AVX-512 only: the
+// AVX2 kernel's narrower block gained at some of these shapes and lost at others on the same Xeon (k = 768 m =
+// 128 1.04x the speed, k = 256 m = 128 0.87x), and the machines it runs on were not measured.
 inline constexpr bool sgemm_transposes_weight(CpuIsa isa, bool a_col_major, bool b_col_major, index_t rows,
-                                              index_t k) {
+                                              index_t cols, index_t k) {
   return isa == CpuIsa::avx512 && !a_col_major && b_col_major && rows <= 256 && rows * k <= (index_t{1} << 18) &&
-         (rows <= 128 || k >= 512);
+         (rows <= 128 || k >= 512) && cols >= (k >= 256 ? rows : 3 * rows);
 }
 
 // Where a panel starts in a packed b (PackedMatrix), for the packer, the kernels and the readers alike: the k

@@ -408,7 +408,7 @@ inline void sgemm_transposed_weight(index_t rows, index_t cols, index_t k, float
 inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index_t cols, index_t k, float alpha,
                          const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c,
                          index_t ldc) {
-  if (sgemm_transposes_weight(this_isa, a_col_major, b_col_major, rows, k))
+  if (sgemm_transposes_weight(this_isa, a_col_major, b_col_major, rows, cols, k))
     return sgemm_transposed_weight(rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
   static thread_local SgemmScratch a_scratch, b_scratch;
   const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
