@@ -300,7 +300,7 @@ inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, i
       case 2 * sgemm_mr / 3:
         return sgemm_register_block<kInPlace, 2 * sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
                                                                 prefetch_b, prefetch_lines, prefetch_row_lines,
-                                                            prefetch_row_stride);
+                                                                prefetch_row_stride);
       default:
         return sgemm_register_block<kInPlace>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b,
                                               prefetch_lines, prefetch_row_lines, prefetch_row_stride);
@@ -347,7 +347,7 @@ inline void sgemm_store_transposed_tile(const float* tile, index_t ld, index_t t
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
       }
-      // Now r[4g + j]'s 128-bit lane L holds rows 4g..4g+3 of column 4L + j.
+      // After this loop r[4g + j]'s 128-bit lane L holds rows 4g..4g+3 of column 4L + j.
       for (int g = 0; g < 16; g += 4) {
         r[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
         r[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
