@@ -220,16 +220,12 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
     if (--until_prefetch == 0) {
       until_prefetch = every;
       if (prefetch_lines > 0) {
-        if (prefetch_row_lines == 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T0);
-          prefetch_b += 16;
-        } else {
-          _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T1);
-          prefetch_b += 16;
-          if (--row_left == 0) {
-            prefetch_b += prefetch_row_stride - 16 * prefetch_row_lines;
-            row_left = prefetch_row_lines;
-          }
+        if (prefetch_row_lines == 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T0);
+        else _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T1);
+        prefetch_b += 16;
+        if (prefetch_row_lines > 0 && --row_left == 0) {  // on to the next row's first line
+          prefetch_b += prefetch_row_stride - 16 * prefetch_row_lines;
+          row_left = prefetch_row_lines;
         }
         --prefetch_lines;
       }
