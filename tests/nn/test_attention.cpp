@@ -609,6 +609,36 @@ TEST_CASE_TEMPLATE("fused_attention: the streaming inference path equals the wei
   check_ran(ran, 4 * 2 * 2 * 3, "streaming cases");
 }
 
+// With 16 problems or more, no causal mask and at most 128 query rows, each problem is one streaming unit of
+// all its rows (nn::detail::stream_unit_rows) instead of 96-row blocks: the same comparison, tolerances as
+// above, at 101 rows (one unit where the split makes 96 + 5) and 128 (BERT's sequence length), 4 x 4 problems.
+TEST_CASE_TEMPLATE("fused_attention: streaming a whole problem as one unit equals the weights path", T, float, double) {
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12, atol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
+  CHECK(nn::detail::stream_unit_rows(128, false, 16) == 128);
+  CHECK(nn::detail::stream_unit_rows(128, true, 16) == nn::detail::stream_query_rows);
+  CHECK(nn::detail::stream_unit_rows(128, false, 15) == nn::detail::stream_query_rows);
+  CHECK(nn::detail::stream_unit_rows(129, false, 16) == nn::detail::stream_query_rows);
+  ef::manual_seed(51);
+  std::size_t ran = 0;
+  for (const index_t t : {101, 128}) {
+    REQUIRE(nn::detail::stream_unit_rows(t, false, 4 * 4) == t);
+    const auto qkv = ef::randn<T>({4, t, 3 * 4 * 8});  // 4 heads of 8
+    auto padded = ef::ones<bool>(ef::Shape<2>{4, t});
+    for (index_t j = 0; j < t; j += 3) padded(1, j) = false;
+    for (index_t j = 0; j < t; ++j) padded(3, j) = false;  // every key of sequence 3 hidden
+    const ef::Tensor<bool, 2>* masks[] = {nullptr, &padded};
+    for (const double masked : {-inf<double>, -1e9})
+      for (const ef::Tensor<bool, 2>* mask : masks) {
+        INFO("T " << t << ", masked value " << masked << ", mask " << (mask == nullptr ? "none" : "padded"));
+        const auto [streamed, weighted] =
+            streamed_and_weighted(qkv, {.num_heads = 4, .causal = false, .masked_value = masked}, mask);
+        check_tensors_close(streamed, weighted, rtol, atol, "streamed output");
+        ++ran;
+      }
+  }
+  check_ran(ran, 2 * 2 * 2, "whole-problem streaming cases");
+}
+
 // Prefill, a prompt after cached tokens (causal offset) and decode steps through the cache, streaming, equal
 // the full forward on the weights path, to the tolerances of the test above; a prefill of 290 tokens walks
 // several query and key blocks.
