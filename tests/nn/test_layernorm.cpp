@@ -186,6 +186,11 @@ TEST_CASE_TEMPLATE("LayerNorm.add_forward = x + residual then forward, bit for b
     check_tensors_close(ln.add_forward(x, r), ln.forward(sum), 0, 0, "InferenceMode");
   }
   ln.eval();
+  auto given = a.clone();  // an x the caller gives up (an rvalue): the same bits, written over x's rows
+  const T* given_rows = given.data();
+  const auto over = ln.add_forward(std::move(given), r);
+  check_tensors_close(over, ln.forward(sum), 0, 0, "x given up");
+  CHECK(over.data() == given_rows);
   auto strided = a.transpose(0, 1).contiguous().transpose(0, 1);  // not contiguous: the add, then forward
   check_tensors_close(ln.add_forward(strided, r), ln.forward(sum), 0, 0, "non-contiguous input");
   auto x = a.clone();

@@ -518,7 +518,7 @@ class BertResidualOutput : public nn::Module<T> {
     else dense_out = dense.forward(h);
     auto y = dropout.forward(dense_out);
     if (pre_layer_norm_) return detail::add_into(y, input);
-    return LayerNorm.add_forward(y, input);  // the sum and its LayerNorm in one pass in inference
+    return LayerNorm.add_forward(std::move(y), input);  // the sum and its LayerNorm in one pass, over y
   }
 
   // {dL/dh, dL/dinput} from dL/dy.

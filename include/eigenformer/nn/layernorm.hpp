@@ -89,6 +89,20 @@ class LayerNorm : public Module<T> {
   // shape_error when the shapes differ.
   template <std::size_t R>
   Tensor<T, R> add_forward(Tensor<T, R>& x, const Tensor<T, R>& residual) const {
+    return add_forward_to(x, residual, false);
+  }
+  // The same for an x the caller gives up (post-LN: LayerNorm(sublayer + input), the sum needed no more): in
+  // inference the result is written over x's rows, which the sum has just brought into cache, instead of
+  // into a fresh tensor. Same bits. BERT-base forwards with packed weights on an Intel Xeon (bench/ab.py, 6
+  // rounds a set): batch 1 0.963x and 0.991x the time on 2 threads, 0.975x on 1; batch 8 0.987x and 0.981x.
+  template <std::size_t R>
+  Tensor<T, R> add_forward(Tensor<T, R>&& x, const Tensor<T, R>& residual) const {
+    return add_forward_to(x, residual, true);
+  }
+
+ private:
+  template <std::size_t R>
+  Tensor<T, R> add_forward_to(Tensor<T, R>& x, const Tensor<T, R>& residual, bool over_x) const {
     if (x.shape() != residual.shape())
       throw shape_error("LayerNorm.add_forward: input " + shape_string(x.shape()) + " and residual " +
                         shape_string(residual.shape()) + " differ in shape");
@@ -101,7 +115,8 @@ class LayerNorm : public Module<T> {
       return forward(x);
     }
     const index_t n = x.numel() / size_, c = size_;
-    auto y = Tensor<T, R>::empty(x.shape());
+    // normalize_row reads a row whole before it writes any of it, so y may be x.
+    auto y = over_x ? x : Tensor<T, R>::empty(x.shape());
     const Kernel* kernel = row_kernel();
     backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
       for (index_t i = begin; i < end; ++i) {
@@ -114,6 +129,7 @@ class LayerNorm : public Module<T> {
     return y;
   }
 
+ public:
   // With xhat = (x - mean) * rstd and g = grad_output * weight, per row:
   //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight += sum grad_output * xhat,  dbias += sum grad_output.
   template <std::size_t R>
