@@ -445,7 +445,8 @@ inline constexpr index_t stream_tile_elements = stream_query_rows * 256;
 // problems of 128 tokens), interleaved A/B on an Intel Xeon: 0.987x and 0.988x the time on 2 threads (two sets
 // of 6 rounds), 0.977x on 1; on an AMD Zen 5 (as 144-row blocks for every problem) 0.96x. Not for fewer
 // problems: BERT-base b1's 12 problems balanced worse on 2 threads (1.02x the time here, 1.02x on the Zen 5);
-// nor under a causal mask, where the first block's rows skip the keys past its diagonal (GPT-2 s512 1.06x).
+// nor under a causal mask, where a first block of 96 rows skips the keys past its diagonal and one whole unit
+// would compute them (on the Zen 5, 144-row blocks for every problem took 1.06x at GPT-2 small s512).
 // A function of the shapes alone, not of the thread count: with Eigen computing the products, where the rows
 // start can change their bits.
 inline index_t stream_unit_rows(index_t tq, bool causal, index_t problems) {
