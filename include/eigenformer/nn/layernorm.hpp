@@ -93,43 +93,14 @@ class LayerNorm : public Module<T> {
   }
   // The same for an x the caller gives up (post-LN: LayerNorm(sublayer + input), the sum needed no more): in
   // inference the result is written over x's rows, which the sum has just brought into cache, instead of
-  // into a fresh tensor. Same bits. BERT-base forwards with packed weights on an Intel Xeon (bench/ab.py, 6
-  // rounds a set): batch 1 0.963x and 0.991x the time on 2 threads, 0.975x on 1; batch 8 0.987x and 0.981x.
+  // into a fresh tensor; a view passed as x has the storage it views overwritten, as the sum already is. Same
+  // bits. BERT-base forwards with packed weights on an Intel Xeon (bench/ab.py, 6 rounds a set): batch 1
+  // 0.963x and 0.991x the time on 2 threads, 0.975x on 1; batch 8 0.987x and 0.981x.
   template <std::size_t R>
   Tensor<T, R> add_forward(Tensor<T, R>&& x, const Tensor<T, R>& residual) const {
     return add_forward_to(x, residual, true);
   }
 
- private:
-  template <std::size_t R>
-  Tensor<T, R> add_forward_to(Tensor<T, R>& x, const Tensor<T, R>& residual, bool over_x) const {
-    if (x.shape() != residual.shape())
-      throw shape_error("LayerNorm.add_forward: input " + shape_string(x.shape()) + " and residual " +
-                        shape_string(residual.shape()) + " differ in shape");
-    if (this->records_for_backward() || !x.is_contiguous() || !residual.is_contiguous() || x.shape()[R - 1] != size_) {
-      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-      if (x.is_contiguous() && residual.is_contiguous())
-        Eigen::Map<Arr>(x.data(), x.numel()) += Eigen::Map<const Arr>(residual.data(), residual.numel());
-      else
-        x = x + residual;
-      return forward(x);
-    }
-    const index_t n = x.numel() / size_, c = size_;
-    // normalize_row reads a row whole before it writes any of it, so y may be x.
-    auto y = over_x ? x : Tensor<T, R>::empty(x.shape());
-    const Kernel* kernel = row_kernel();
-    backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
-      for (index_t i = begin; i < end; ++i) {
-        T* xr = x.data() + i * c;
-        const T* rr = residual.data() + i * c;
-        for (index_t j = 0; j < c; ++j) xr[j] += rr[j];
-        normalize_row(kernel, xr, y.data() + i * c, nullptr, nullptr);
-      }
-    });
-    return y;
-  }
-
- public:
   // With xhat = (x - mean) * rstd and g = grad_output * weight, per row:
   //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight += sum grad_output * xhat,  dbias += sum grad_output.
   template <std::size_t R>
@@ -223,6 +194,35 @@ class LayerNorm : public Module<T> {
   // any). Null for double, and under EIGENFORMER_MAX_CPU_ISA=baseline.
   using Kernel = backend::detail::VectorMathKernel;
   static const Kernel* row_kernel() { return backend::detail::vector_math_kernel_for_type<T>(); }
+
+  // add_forward's work; over_x: the result written over x's rows (the rvalue form) rather than a fresh tensor.
+  template <std::size_t R>
+  Tensor<T, R> add_forward_to(Tensor<T, R>& x, const Tensor<T, R>& residual, bool over_x) const {
+    if (x.shape() != residual.shape())
+      throw shape_error("LayerNorm.add_forward: input " + shape_string(x.shape()) + " and residual " +
+                        shape_string(residual.shape()) + " differ in shape");
+    if (this->records_for_backward() || !x.is_contiguous() || !residual.is_contiguous() || x.shape()[R - 1] != size_) {
+      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+      if (x.is_contiguous() && residual.is_contiguous())
+        Eigen::Map<Arr>(x.data(), x.numel()) += Eigen::Map<const Arr>(residual.data(), residual.numel());
+      else
+        x = x + residual;
+      return forward(x);
+    }
+    const index_t n = x.numel() / size_, c = size_;
+    // normalize_row reads a row whole before it writes any of it, so y may be x.
+    auto y = over_x ? x : Tensor<T, R>::empty(x.shape());
+    const Kernel* kernel = row_kernel();
+    backend::parallel_for(n, row_grain(c), [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) {
+        T* xr = x.data() + i * c;
+        const T* rr = residual.data() + i * c;
+        for (index_t j = 0; j < c; ++j) xr[j] += rr[j];
+        normalize_row(kernel, xr, y.data() + i * c, nullptr, nullptr);
+      }
+    });
+    return y;
+  }
 
   // y = (x - mean) * rstd * weight + bias for one row of C values; mean and rstd stored when asked for.
   void normalize_row(const Kernel* kernel, const T* xr, T* yr, T* mean_out, T* rstd_out) const {
