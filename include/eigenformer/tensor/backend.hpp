@@ -852,43 +852,59 @@ Tensor<T, 2> empty_unaliased_rows(index_t rows, index_t cols) {
 // did, and the aliasing up to a third of the product (below).
 inline constexpr index_t unaliasing_min_cols = 256;
 
-// Whether rows of a a multiple of 4 KiB apart make the kernel's register block evict its own lines: at each
-// step of k it reads its mr rows of a, all in one set of the L1 cache (whose sets repeat every 4 KiB on these
-// CPUs), while the panel of b it multiplies them with (sgemm_kc x nr floats) keeps sgemm_kc * nr / 1024 lines
-// in every set; more lines than the set has ways, and they evict each other. AVX-512's 12 + 8 lines do so on
-// the 12-way L1 of an AMD Zen 5 and the products ran up to 1.3x slower (below); AVX2's 6 + 4 did not, and ran
-// as fast either way there. On an 8-way L1 (AMD Zen 3, Intel Skylake) the same count says AVX2's would too:
-// not measured, no such machine here. A C library that does not say how many ways there are: 12.
-inline bool rows_4k_apart_evict(const SgemmKernel& kernel) {
+// Whether products copy a left operand whose rows lie a multiple of 4 KiB apart into spaced rows first. At
+// each step of k the register block reads its mr rows of a, all in one set of the L1 cache (whose sets repeat
+// every 4 KiB on these CPUs), while the panel of b it multiplies them with (sgemm_kc x nr floats) keeps
+// sgemm_kc * nr / 1024 lines in every set; with more lines than the set has ways they evict each other.
+// AVX-512's 12 + 8 lines do so on the 12-way L1 of an AMD Zen 5 and the products ran up to 1.3x slower there
+// (below); AVX2's 6 + 4 did not, and ran as fast either way. On an Intel Xeon of the Sapphire Rapids kind,
+// whose L1 has the same 48 KB in 12 ways, the evictions cost nothing measurable and the copy did: 2048 x 256
+// x 1024 with a packed weight took 0.91x the time on 1 and on 2 threads read in place, per call 0.93x, the
+// seed classifier's training step 0.98-0.99x, GPT-2 medium's forward the same either way (bench/ab.py, 3-4
+// interleaved rounds; bench/README.md, "forty-fifth session"), so Intel's 12-way L1s are read in place. On an
+// 8-way L1 (AMD Zen 3, Intel Skylake) the count says both kernels' lines would evict each other: not
+// measured, no such machine here, so they copy. A C library that does not say how many ways there are: 12.
+inline bool copies_rows_4k_apart(const SgemmKernel& kernel) {
   const int ways = l1_data_ways() > 0 ? l1_data_ways() : 12;
+  if (cpu_is_intel() && ways >= 12) return false;
   return kernel.mr + sgemm_kc * kernel.nr / 1024 > ways;
 }
 
-// A row-major left operand (m x k) whose rows lie a multiple of 4 KiB apart, copied into rows that do not
-// (empty_unaliased_rows), for a product with the packed kernel that computes n >= unaliasing_min_cols columns,
-// where rows_4k_apart_evict; else a itself. On an AMD Zen 5 with the AVX-512 kernel (bench/ab.py, 5-7
-// interleaved rounds; bench/README.md, "thirty-sixth session"): 2048 x 256 x 1024, the seed classifier's second
-// feed-forward layer, 0.79x the time on 1 thread and 0.85x on 2, its train step 0.94x on 2; GPT-2 medium's
-// forward of 128 tokens (every product reading 1024-wide rows) 0.80x on 1 thread and 0.96x on 2. How much the
-// aliasing costs varies from process to process (0-30% for the same product), the copy's cost does not. The
-// copy changes no bits: the kernel's depend on K alone. On the pool unless on_pool is false (a caller that runs
-// many products in parallel itself).
-inline MatrixOperand<float> unaliased_left_operand(const SgemmKernel* kernel, const MatrixOperand<float>& a, index_t m,
-                                                   index_t k, index_t n, bool on_pool, Tensor<float, 2>& keep) {
+// Rows [0, m) x k of a row-major a copied into keep, made by empty_unaliased_rows (rows spaced when k is a
+// multiple of 4 KiB), on the pool unless on_pool is false; returns the copy as an operand.
+inline MatrixOperand<float> spaced_rows_copy(const MatrixOperand<float>& a, index_t m, index_t k,
+                                             bool on_pool, Tensor<float, 2>& keep) {
   using eigenformer::detail::matrix_layout;
-  if (kernel == nullptr || a.info.layout != matrix_layout::row_major || m <= 1 ||
-      a.info.outer_stride % aliasing_row_floats != 0 || n < unaliasing_min_cols || !rows_4k_apart_evict(*kernel))
-    return a;
   keep = empty_unaliased_rows<float>(m, k);
   const index_t ld = keep.strides()[0];
   auto copy_rows = [&](index_t i0, index_t i1) {
     for (index_t i = i0; i < i1; ++i)
-      std::memcpy(keep.data() + i * ld, a.data + i * a.info.outer_stride, sizeof(float) * static_cast<std::size_t>(k));
+      std::memcpy(keep.data() + i * ld, a.data + i * a.info.outer_stride,
+                  sizeof(float) * static_cast<std::size_t>(k));
   };
   const index_t grain = std::max<index_t>(1, (index_t{1} << 14) / std::max<index_t>(k, 1));
   if (on_pool) parallel_for(m, grain, copy_rows);
   else copy_rows(0, m);
   return {keep.data(), {matrix_layout::row_major, ld}};
+}
+
+// A row-major left operand (m x k) whose rows lie a multiple of 4 KiB apart, copied into rows that do not
+// (empty_unaliased_rows), for a product with the packed kernel that computes n >= unaliasing_min_cols
+// columns, where copies_rows_4k_apart; else a itself. On an AMD Zen 5 with the AVX-512 kernel (bench/ab.py,
+// 5-7 interleaved rounds; bench/README.md, "thirty-sixth session"): 2048 x 256 x 1024, the seed classifier's
+// second feed-forward layer, 0.79x the time on 1 thread and 0.85x on 2, its train step 0.94x on 2; GPT-2
+// medium's forward of 128 tokens (every product reading 1024-wide rows) 0.80x on 1 thread and 0.96x on 2. How
+// much the aliasing costs varies from process to process (0-30% for the same product), the copy's cost does
+// not. The copy changes no bits: the kernel's depend on K alone. On the pool unless on_pool is false (a
+// caller that runs many products in parallel itself).
+inline MatrixOperand<float> unaliased_left_operand(const SgemmKernel* kernel, const MatrixOperand<float>& a, index_t m,
+                                                   index_t k, index_t n, bool on_pool, Tensor<float, 2>& keep) {
+  using eigenformer::detail::matrix_layout;
+  if (kernel == nullptr || a.info.layout != matrix_layout::row_major || m <= 1 ||
+      a.info.outer_stride % aliasing_row_floats != 0 || n < unaliasing_min_cols ||
+      !copies_rows_4k_apart(*kernel))
+    return a;
+  return spaced_rows_copy(a, m, k, on_pool, keep);
 }
 
 }  // namespace detail

@@ -122,6 +122,17 @@ inline CpuIsa cpu_isa() {
   return static_cast<CpuIsa>(isa);
 }
 
+// Whether the CPU is Intel's (CPUID's vendor string), for the few layout rules that were measured to differ
+// between Intel's and AMD's cores of the same cache geometry (backend.hpp's copies_rows_4k_apart).
+inline bool cpu_is_intel() noexcept {
+#if defined(EIGENFORMER_X86_KERNELS)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
 // How many ways the L1 data cache has (12 on AMD Zen 5 and Intel's cores since Ice Lake, 8 on AMD Zen 3 and
 // Intel Skylake), as glibc reads it from CPUID; 0 where the C library does not say.
 inline int l1_data_ways() noexcept {
