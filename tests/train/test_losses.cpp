@@ -6,6 +6,7 @@
 #include "support/gradcheck.hpp"
 #include "support/nn_fixtures.hpp"
 #include "support/train_fixtures.hpp"
+#include "support/thread_counts.hpp"
 #include "support/throws.hpp"
 
 using namespace eftest;
@@ -125,6 +126,50 @@ TEST_CASE("CrossEntropyLoss: huge logits stay finite; all targets ignored gives 
   for (float v : loss.backward().to_vector()) CHECK(v == 0.f);
   nn::CrossEntropyLoss<float> summed({.reduction = nn::Reduction::sum});
   CHECK(summed.forward(logits, target).item() == 0.f);
+}
+
+// The rows run on the pool: a language model's logits (rows x vocabulary) big enough to split into several
+// ranges of rows, with ignored targets among them. Loss and gradient must have the one-thread bits on every
+// thread count, and the loss must be the mean (or sum) over the kept rows computed here in double, to float's
+// rounding of the result (2e-7 relative; the library sums the same terms in the same order).
+TEST_CASE("CrossEntropyLoss: rows on the pool give the one-thread bits; the loss covers every kept row") {
+  ef::manual_seed(5);
+  const index_t n = 700, c = 65;  // 126 rows a range: six ranges
+  const auto logits = ef::randn<float>({n, c}) * 3.0f;
+  auto target = ef::Tensor<std::int64_t, 1>::empty({n});
+  for (index_t i = 0; i < n; ++i) target.data()[i] = i % 7 == 3 ? -100 : (i * 31 + 5) % c;
+  std::size_t ran = 0;
+  for (const double smoothing : {0.0, 0.1})
+    for (const auto reduction : {nn::Reduction::mean, nn::Reduction::sum}) {
+      CAPTURE(smoothing);
+      CAPTURE(static_cast<int>(reduction));
+      const auto results = check_same_bits_on_thread_counts([&] {
+        nn::CrossEntropyLoss<float> loss({.label_smoothing = smoothing, .reduction = reduction});
+        loss.train();
+        std::vector<float> out{loss.forward(logits, target).item()};
+        const auto d = loss.backward();
+        const auto g = d.to_vector();
+        out.insert(out.end(), g.begin(), g.end());
+        return out;
+      });
+      double total = 0;
+      index_t kept = 0;
+      for (index_t i = 0; i < n; ++i) {
+        if (target.data()[i] == -100) continue;
+        ++kept;
+        double mx = -1e300, se = 0, sum_x = 0;
+        for (index_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(logits(i, j)));
+        for (index_t j = 0; j < c; ++j) se += std::exp(static_cast<double>(logits(i, j)) - mx), sum_x += logits(i, j);
+        const double lse = mx + std::log(se);
+        total += -(1.0 - smoothing) * (logits(i, target.data()[i]) - lse) - smoothing / c * (sum_x - c * lse);
+      }
+      const double expected = reduction == nn::Reduction::mean ? total / static_cast<double>(kept) : total;
+      CHECK(results[0] == doctest::Approx(expected).epsilon(2e-7));
+      // Ignored rows get no gradient.
+      for (index_t j = 0; j < c; ++j) CHECK(results[1 + 3 * c + j] == 0.0f);
+      ++ran;
+    }
+  check_ran(ran, 4, "label smoothings and reductions");
 }
 
 TEST_CASE("CrossEntropyLoss: bad input") {

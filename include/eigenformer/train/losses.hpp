@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "eigenformer/nn/module.hpp"
+#include "eigenformer/tensor/backend.hpp"
 
 namespace eigenformer::nn {
 
@@ -144,49 +145,57 @@ class CrossEntropyLoss : public Module<T> {
     const bool training = this->records_for_backward();
     auto grad = training ? Tensor<T, 2>::empty(logits.shape()) : Tensor<T, 2>{};
     const T* x = logits.data();
-    double total = 0;
     index_t kept = 0;
-    for (index_t i = 0; i < n; ++i) {
-      const T* row = x + i * c;
-      T* grow = training ? grad.data() + i * c : nullptr;
-      if (tgt[i] == options_.ignore_index) {
-        if (training) std::fill(grow, grow + c, T(0));
-        continue;
-      }
-      ++kept;
-      // log_softmax = x - (max + log sum exp(x - max)): shifting by the max keeps exp from overflowing and
-      // the largest term at exp(0) = 1, so the sum never underflows to log(0). In double: the row's log-sum
-      // keeps its digits for float logits.
-      double mx = -std::numeric_limits<double>::infinity();
-      for (index_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-      double se = 0;
-      for (index_t j = 0; j < c; ++j) se += std::exp(static_cast<double>(row[j]) - mx);
-      const double lse = mx + std::log(se);
-      double loss = -(static_cast<double>(row[tgt[i]]) - lse) * (1.0 - s);
-      if (s > 0) {
-        double sum_logp = 0;
-        for (index_t j = 0; j < c; ++j) sum_logp += static_cast<double>(row[j]) - lse;
-        loss -= s / static_cast<double>(c) * sum_logp;
-      }
-      total += loss;
-      if (training) {
-        for (index_t j = 0; j < c; ++j) {
-          const double p = std::exp(static_cast<double>(row[j]) - lse);
-          grow[j] = static_cast<T>(p - s / static_cast<double>(c) - (j == tgt[i] ? 1.0 - s : 0.0));
+    for (index_t i = 0; i < n; ++i) kept += tgt[i] != options_.ignore_index ? 1 : 0;
+    const bool mean = options_.reduction == Reduction::mean;
+    // The mean's 1 / kept is applied to each gradient element after its own rounding, as a pass over the
+    // finished gradient would.
+    const bool scale_grad = training && mean && kept > 1;
+    const double inv = scale_grad ? 1.0 / static_cast<double>(kept) : 1.0;
+    // Rows on the pool (a language model's logits are rows x vocabulary, 50257 wide for GPT-2: two double
+    // exps an element on one thread while the others waited); each row's loss lands in row_loss and they are
+    // added in row order after, so the bits do not depend on the thread count.
+    std::vector<double> row_loss(static_cast<std::size_t>(n), 0.0);
+    const index_t grain = std::max<index_t>(1, (index_t{1} << 13) / c);
+    backend::parallel_for(n, grain, [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) {
+        const T* row = x + i * c;
+        T* grow = training ? grad.data() + i * c : nullptr;
+        if (tgt[i] == options_.ignore_index) {
+          if (training) std::fill(grow, grow + c, T(0));
+          continue;
+        }
+        // log_softmax = x - (max + log sum exp(x - max)): shifting by the max keeps exp from overflowing and
+        // the largest term at exp(0) = 1, so the sum never underflows to log(0). In double: the row's log-sum
+        // keeps its digits for float logits.
+        double mx = -std::numeric_limits<double>::infinity();
+        for (index_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+        double se = 0;
+        for (index_t j = 0; j < c; ++j) se += std::exp(static_cast<double>(row[j]) - mx);
+        const double lse = mx + std::log(se);
+        double loss = -(static_cast<double>(row[tgt[i]]) - lse) * (1.0 - s);
+        if (s > 0) {
+          double sum_logp = 0;
+          for (index_t j = 0; j < c; ++j) sum_logp += static_cast<double>(row[j]) - lse;
+          loss -= s / static_cast<double>(c) * sum_logp;
+        }
+        row_loss[static_cast<std::size_t>(i)] = loss;
+        if (training) {
+          for (index_t j = 0; j < c; ++j) {
+            const double p = std::exp(static_cast<double>(row[j]) - lse);
+            const T g = static_cast<T>(p - s / static_cast<double>(c) - (j == tgt[i] ? 1.0 - s : 0.0));
+            grow[j] = scale_grad ? static_cast<T>(g * inv) : g;
+          }
         }
       }
-    }
-    const bool mean = options_.reduction == Reduction::mean;
+    });
+    double total = 0;
+    for (index_t i = 0; i < n; ++i)
+      if (tgt[i] != options_.ignore_index) total += row_loss[static_cast<std::size_t>(i)];
     // Mean over no kept target is 0 / 0 = NaN, as in PyTorch; the gradient is then 0 (all rows ignored).
     const double value = mean ? (kept == 0 ? std::numeric_limits<double>::quiet_NaN() : total / static_cast<double>(kept))
                               : total;
-    if (training) {
-      if (mean && kept > 1) {
-        const double inv = 1.0 / static_cast<double>(kept);
-        for (T* p = grad.data(); p != grad.data() + grad.numel(); ++p) *p = static_cast<T>(*p * inv);
-      }
-      this->save_for_backward(Context{grad, std::move(shape)});
-    }
+    if (training) this->save_for_backward(Context{grad, std::move(shape)});
     return Tensor<T, 0>(static_cast<T>(value));
   }
 
