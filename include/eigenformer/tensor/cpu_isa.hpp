@@ -126,8 +126,11 @@ inline CpuIsa cpu_isa() {
 // between Intel's and AMD's cores of the same cache geometry (backend.hpp's copies_rows_4k_apart).
 inline bool cpu_is_intel() noexcept {
 #if defined(EIGENFORMER_X86_KERNELS)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel");
+  static const bool intel = [] {
+    __builtin_cpu_init();  // may run before the runtime's own constructor, from a static initialiser
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  return intel;
 #else
   return false;
 #endif
