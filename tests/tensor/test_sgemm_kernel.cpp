@@ -485,9 +485,9 @@ void check_aliased_rows(const SgemmKernel& kernel) {
   // b's: AVX-512 12 + 8, AVX2 6 + 4; more than the set's ways evict each other, which costs the copy's price
   // except on Intel's 12-way L1s.
   const int ways = ef::backend::l1_data_ways() > 0 ? ef::backend::l1_data_ways() : 12;
-  const bool evict =
+  const bool copies_such_rows =
       ways < (kernel.isa == CpuIsa::avx512 ? 20 : 10) && !(ef::backend::cpu_is_intel() && ways >= 12);
-  CHECK(bd::copies_rows_4k_apart(kernel) == evict);
+  CHECK(bd::copies_rows_4k_apart(kernel) == copies_such_rows);
   std::size_t ran = 0;
   // k = 1024: rows 4 KiB apart as stored; k = 1000 read from rows 2048 floats apart (a narrow view).
   for (const index_t k : {1024, 1000})
@@ -507,7 +507,7 @@ void check_aliased_rows(const SgemmKernel& kernel) {
         ef::Tensor<float, 2> unused, spaced;
         const auto operand = bd::matrix_operand(a, unused);
         const auto read = bd::unaliased_left_operand(&kernel, operand, m, k, n, true, spaced);
-        const bool copies = evict && n >= bd::unaliasing_min_cols;
+        const bool copies = copies_such_rows && n >= bd::unaliasing_min_cols;
         CHECK((read.data != a.data()) == copies);
         // The copy itself, whether or not this machine makes it, on the pool and on the calling thread.
         for (const bool on_pool : {true, false}) {
@@ -558,8 +558,7 @@ void check_aliased_rows(const SgemmKernel& kernel) {
 }  // namespace
 
 TEST_CASE(
-    "a row-major a whose rows lie 4 KiB apart is read from a spaced copy where that pays, with the bits of "
-    "any "
+    "a row-major a whose rows lie 4 KiB apart is read from a spaced copy where that pays, with the bits of any "
     "other spacing") {
   const eftest::RestoreThreadCount restore_threads;
   for_each_kernel(check_aliased_rows);

@@ -165,7 +165,7 @@ void dense_product_into(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const Pre
 // slower on 2 threads than with the rows spaced (throwaway driver, both layouts in one process: 128 x 768 x
 // 3072, 1024 x 768 x 3072 and 2048 x 256 x 1024; bench/README.md, "thirty-fifth session"). Products read any
 // row stride, so the spacing costs 64 bytes a row and saves the spaced copy that the product would otherwise
-// make of its left operand (backend::detail::unaliased_left_operand). Few-row products (decoding) keep
+// make of its left operand where the CPU needs one (backend::detail::copies_rows_4k_apart). Few-row products (decoding) keep
 // dense_product's result, whose choice of a bfloat16 copy the spaced path would not make.
 template <floating_element T>
 Tensor<T, 2> dense_hidden_product(const Tensor<T, 2>& x2, const Tensor<T, 2>& w, const PreparedWeight& prepared,
