@@ -133,20 +133,22 @@ class CrossEntropyLoss : public Module<T> {
       throw shape_error("CrossEntropyLoss.forward: logits " + shape_string(shape) +
                         " have no classes");
     const std::int64_t* tgt = target.data();
-    // Validate every target first, so a bad batch throws before anything is saved.
-    for (index_t i = 0; i < n; ++i)
-      if (tgt[i] != options_.ignore_index && (tgt[i] < 0 || tgt[i] >= c))
+    // Validate every target first, so a bad batch throws before anything is saved, and count the kept ones.
+    index_t kept = 0;
+    for (index_t i = 0; i < n; ++i) {
+      if (tgt[i] == options_.ignore_index) continue;
+      ++kept;
+      if (tgt[i] < 0 || tgt[i] >= c)
         throw std::out_of_range("CrossEntropyLoss.forward: target id " + std::to_string(tgt[i]) + " at position " +
                                 std::to_string(i) + " is out of range for " + std::to_string(c) +
                                 " classes (valid: 0.." + std::to_string(c - 1) + ", or ignore_index " +
                                 std::to_string(options_.ignore_index) + ")");
+    }
     const double s = options_.label_smoothing;
     // The gradient is formed along with the loss, but only when a backward can come for it.
     const bool training = this->records_for_backward();
     auto grad = training ? Tensor<T, 2>::empty(logits.shape()) : Tensor<T, 2>{};
     const T* x = logits.data();
-    index_t kept = 0;
-    for (index_t i = 0; i < n; ++i) kept += tgt[i] != options_.ignore_index ? 1 : 0;
     const bool mean = options_.reduction == Reduction::mean;
     // The mean's 1 / kept is applied to each gradient element after its own rounding, as a pass over the
     // finished gradient would.
