@@ -295,11 +295,23 @@ TEST_CASE("vector math: the AVX-512 and AVX2 kernels give the same bits") {
     k.exp_shifted(out[5].data(), n, 2.0f);
     out[5].push_back(k.sum(x.data(), n));
     out[5].push_back(k.sum(x.data(), 23));
+    // Cross-entropy's rows: the log-sum-exp (a double, kept as its two halves' bits in floats' places) and
+    // the gradient, at lengths ending in either of AVX2's registers of a 16-lane group.
+    out.emplace_back();
+    for (index_t len : {1, 9, 17, 4096}) {
+      const double lse = k.log_sum_exp(x.data() + 3, len);
+      const auto lse_bits = std::bit_cast<std::uint64_t>(lse);
+      out[6].push_back(std::bit_cast<float>(static_cast<std::uint32_t>(lse_bits)));
+      out[6].push_back(std::bit_cast<float>(static_cast<std::uint32_t>(lse_bits >> 32)));
+      std::vector<float> row(static_cast<std::size_t>(len));
+      k.cross_entropy_grad(x.data() + 3, row.data(), len, lse, 0.001f, len - 1, 0.9f, 0.125f);
+      out[6].insert(out[6].end(), row.begin(), row.end());
+    }
     return out;
   };
   const auto wide = outputs(*kernels[0]), narrow = outputs(*kernels[1]);
-  const char* names[] = {"gelu_erf",           "gelu_erf_backward", "gelu_tanh",
-                         "gelu_tanh_backward", "softmax",           "exp, sum"};
+  const char* names[] = {"gelu_erf", "gelu_erf_backward", "gelu_tanh",    "gelu_tanh_backward",
+                         "softmax",  "exp, sum",          "cross-entropy"};
   for (std::size_t i = 0; i < wide.size(); ++i) CHECK_MESSAGE(bits(wide[i]) == bits(narrow[i]), names[i]);
 }
 
@@ -514,4 +526,61 @@ TEST_CASE("vector math: LayerNorm's kernels give the portable loops' bits") {
       ++sums;
     }
   eftest::check_ran_at_least(sums, kernels.empty() ? 0 : 41, "sums");
+}
+
+// Cross-entropy's row kernels against double. log_sum_exp: each exp(x - m) has about 2.5 u of its own error
+// plus u |x - m| from rounding its argument, and the sum in double adds nothing at float's scale, so the
+// error of log(sum) is at most the exps' relative errors weighted by their terms: u (3 + |x - m|) averaged
+// with weights exp(x - m). The gradient from a given lse: p = exp((x - hi) - lo) has at most (3 + 2 |x - lse|) u
+// relative error (two argument roundings and exp's own), and the subtractions and the scaling one rounding
+// each of what they give. Half the rows sit near -80, as GPT-2's logits do: there lse rounded to one float
+// alone would be off by up to 32 u, which the split into hi + lo keeps out of every p.
+TEST_CASE("vector math: cross-entropy's rows against double; masked classes, inf and NaN") {
+  std::mt19937 gen(23);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const float off = 0.01f, on_target = 0.9f, scale = 0.25f;
+  std::size_t checked = 0;
+  for (const VectorMathKernel* kernel : vector_kernels_on_this_cpu()) {
+    const std::string isa = ef::backend::cpu_isa_name(kernel->isa);
+    CAPTURE(isa);
+    for (index_t n : {1, 2, 7, 15, 16, 17, 33, 1000, 50257}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool masked = variant % 2 == 1;
+        const float shift = variant < 2 ? 0.0f : -80.0f;
+        CAPTURE(n);
+        CAPTURE(masked);
+        CAPTURE(shift);
+        std::vector<float> x(static_cast<std::size_t>(n)), grad(x.size(), 9.0f);
+        for (float& v : x) v = normal(gen) + shift;
+        if (masked)  // classes a model rules out (-inf logits) and one far below the rest (exp below float's range)
+          for (index_t j = 1; j < n; j += 3) x[static_cast<std::size_t>(j)] = j % 2 ? -float_inf : x[0] - 120.0f;
+        double m = -float_inf, total = 0, weighted = 0;
+        for (float v : x) m = std::max(m, static_cast<double>(v));
+        for (float v : x)
+          if (v != -float_inf) total += std::exp(v - m), weighted += std::exp(v - m) * (3 + std::abs(v - m));
+        const double lse = m + std::log(total);
+        const double got = kernel->log_sum_exp(x.data(), n);
+        CHECK(std::abs(got - lse) <= weighted / total * unit_roundoff + 1e-12 * std::abs(lse));
+        const index_t target = n / 2;
+        kernel->cross_entropy_grad(x.data(), grad.data(), n, got, off, target, on_target, scale);
+        for (index_t j = 0; j < n; ++j) {
+          const float v = x[static_cast<std::size_t>(j)];
+          const double p = std::exp(static_cast<double>(v) - got);
+          const double hot = j == target ? on_target : 0.0;
+          const double expected = (p - off - hot) * scale;
+          const double p_error = p == 0 ? 0 : (3 + 2 * std::abs(v - got)) * p;
+          const double bound = scale * unit_roundoff * (p_error + 2 * (off + hot)) + unit_roundoff * std::abs(expected);
+          CHECK_MESSAGE(std::abs(grad[static_cast<std::size_t>(j)] - expected) <= bound, "element " << j);
+          if (v == -float_inf && j != target) CHECK(grad[static_cast<std::size_t>(j)] == -off * scale);
+          ++checked;
+        }
+      }
+    }
+    // As PyTorch's log_softmax: an infinite max gives NaN (inf - inf), and so does a NaN anywhere.
+    for (const std::vector<float>& row : {std::vector<float>{-float_inf, -float_inf, -float_inf},
+                                          std::vector<float>{1.0f, float_inf, 0.0f},
+                                          std::vector<float>{0.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f}})
+      CHECK(std::isnan(kernel->log_sum_exp(row.data(), static_cast<index_t>(row.size()))));
+  }
+  eftest::check_ran_at_least(checked, vector_kernels_on_this_cpu().empty() ? 0 : 200000, "cross-entropy elements");
 }

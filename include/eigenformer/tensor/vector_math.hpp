@@ -1,6 +1,6 @@
 // Float element-wise kernels of our own, chosen at run time like the products (cpu_isa.hpp): GELU (erf
 // and tanh forms) and its derivative, softmax rows, the exp and sum of streaming attention, the AdamW update,
-// dropout's masks, and LayerNorm's rows (forward, backward, and their sums in double).
+// dropout's masks, LayerNorm's rows (forward, backward, and their sums in double) and cross-entropy's rows.
 //
 // Why not Eigen's exp and erf: Eigen picks its vector width from the compiler's flags, so a program built
 // without -mavx2 / -march ran them with SSE2 and without fused multiply-adds, 6-9x slower than the same
@@ -68,6 +68,14 @@ struct VectorMathKernel {
   // Adds one row's terms to the running double sums of the weight and bias gradients (either may be null).
   void (*layer_norm_param_grads)(const float* g, const float* x, float mean, float rstd, double* dweight,
                                  double* dbias, index_t n);
+  // Cross-entropy's rows (train/losses.hpp). log sum_j exp(x[j]) over n >= 1 floats: each exp(x[j] - max)
+  // in float, their sum in double (lanes 0-7 and 8-15 of each group of 16 in two sums of eight, the same on
+  // both sets), so the result keeps about float's digits whatever n.
+  double (*log_sum_exp)(const float* x, index_t n);
+  // grad[j] = ((exp(x[j] - lse) - off) - (j == target ? on_target : 0)) scale over n floats, in float, with
+  // x[j] - lse taken as (x[j] - hi) - lo for lse = hi + lo split into two floats.
+  void (*cross_entropy_grad)(const float* x, float* grad, index_t n, double lse, float off, index_t target,
+                             float on_target, float scale);
 };
 
 }  // namespace eigenformer::backend::detail

@@ -9,10 +9,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "eigenformer/nn/module.hpp"
 #include "eigenformer/tensor/backend.hpp"
+#include "eigenformer/tensor/vector_math.hpp"
 
 namespace eigenformer::nn {
 
@@ -159,6 +161,7 @@ class CrossEntropyLoss : public Module<T> {
     // added in row order after, so the bits do not depend on the thread count.
     std::vector<double> row_loss(static_cast<std::size_t>(n), 0.0);
     const index_t grain = std::max<index_t>(1, (index_t{1} << 13) / c);
+    const backend::detail::VectorMathKernel* kernel = backend::detail::vector_math_kernel_for_type<T>();
     backend::parallel_for(n, grain, [&](index_t begin, index_t end) {
       for (index_t i = begin; i < end; ++i) {
         const T* row = x + i * c;
@@ -166,6 +169,20 @@ class CrossEntropyLoss : public Module<T> {
         if (tgt[i] == options_.ignore_index) {
           if (training) std::fill(grow, grow + c, T(0));
           continue;
+        }
+        if constexpr (std::is_same_v<T, float>) {
+          if (kernel) {
+            // The float kernels: exps in float (the loop below takes two double exps an element, most of the
+            // time of a loss over GPT-2's 50257 classes), sums in double.
+            const double lse = kernel->log_sum_exp(row, c);
+            double loss = -(static_cast<double>(row[tgt[i]]) - lse) * (1.0 - s);
+            if (s > 0) loss -= s / static_cast<double>(c) * (kernel->sum_double(row, c) - static_cast<double>(c) * lse);
+            row_loss[static_cast<std::size_t>(i)] = loss;
+            if (training)
+              kernel->cross_entropy_grad(row, grow, c, lse, static_cast<float>(s / static_cast<double>(c)), tgt[i],
+                                         static_cast<float>(1.0 - s), scale_grad ? static_cast<float>(inv) : 1.0f);
+            continue;
+          }
         }
         // log_softmax = x - (max + log sum exp(x - max)): shifting by the max keeps exp from overflowing and
         // the largest term at exp(0) = 1, so the sum never underflows to log(0). In double: the row's log-sum
