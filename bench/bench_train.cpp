@@ -8,10 +8,13 @@
 //       hidden 256, 4 layers, 4 heads, feed-forward 1024, dropout 0.1, vocabulary 50260, 256 positions) on
 //       batches of 16 sentences of 128 tokens: train::ClassifierTrainer::step with the recipe's AdamW
 //       (3e-4 constant, weight decay 0.01 on every parameter, no clipping)
+//   BM_gpt2_vocab_cross_entropy/<threads>     the loss of a GPT-2 fine-tuning step alone: nn::CrossEntropyLoss
+//       forward and backward on 512 x 50257 random logits (4 sequences of 128 tokens over GPT-2's vocabulary)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <eigenformer/train/char_lm.hpp>
+#include <eigenformer/train/losses.hpp>
 #include <eigenformer/train/sentiment.hpp>
 #include <numeric>
 #include <random>
@@ -75,5 +78,21 @@ void BM_seed_classifier_train_step(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(trainer.step(rows).loss);
 }
 BENCHMARK(BM_seed_classifier_train_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_gpt2_vocab_cross_entropy(benchmark::State& state) {
+  const bench::Threads threads(state.range(0));
+  constexpr ef::index_t rows = 512, vocab = 50257;
+  ef::manual_seed(0);
+  const auto logits = ef::randn<float>({rows, vocab});
+  auto target = ef::Tensor<std::int64_t, 1>::empty({rows});
+  for (ef::index_t i = 0; i < rows; ++i) target.data()[i] = (i * 7919) % vocab;
+  ef::nn::CrossEntropyLoss<float> loss;
+  loss.train();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(loss.forward(logits, target).item());
+    benchmark::DoNotOptimize(loss.backward().data());
+  }
+}
+BENCHMARK(BM_gpt2_vocab_cross_entropy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -8,6 +8,8 @@ BM_ names, on random data of the same shapes. Prints `name<TAB>median_seconds` (
   BM_seed_classifier_train_step/<threads>  tools/reference/train_sentiment_twin.py's Trainer with the seed recipe
                                            (pre-LN BERT, hidden 256, 4 layers, 4 heads, 256 positions, dropout 0.1)
                                            on a batch of 16 sentences of 128 random ids
+  BM_gpt2_vocab_cross_entropy/<threads>    F.cross_entropy forward and backward on 512 x 50257 random logits
+                                           (a GPT-2 fine-tuning step's loss alone)
 
   /usr/bin/python3 bench/torch_train.py --only-threads N [--only NAME]   # started with OMP_NUM_THREADS=N
   /usr/bin/python3 bench/torch_train.py                                  # both thread counts, a process each
@@ -65,7 +67,22 @@ def seed_classifier_step():
     return lambda: trainer.step(rows)
 
 
-CASES = {"BM_char_gpt_train_step": char_gpt_step, "BM_seed_classifier_train_step": seed_classifier_step}
+def gpt2_vocab_cross_entropy():
+    torch.manual_seed(0)
+    rows, vocab = 512, 50257
+    logits = torch.randn(rows, vocab, requires_grad=True)
+    target = torch.tensor([(i * 7919) % vocab for i in range(rows)])
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(logits, target)
+        loss.backward()
+        logits.grad = None
+        return loss
+    return step
+
+
+CASES = {"BM_char_gpt_train_step": char_gpt_step, "BM_seed_classifier_train_step": seed_classifier_step,
+         "BM_gpt2_vocab_cross_entropy": gpt2_vocab_cross_entropy}
 
 
 def run(threads, min_time, only):
