@@ -8,13 +8,18 @@
 //       hidden 256, 4 layers, 4 heads, feed-forward 1024, dropout 0.1, vocabulary 50260, 256 positions) on
 //       batches of 16 sentences of 128 tokens: train::ClassifierTrainer::step with the recipe's AdamW
 //       (3e-4 constant, weight decay 0.01 on every parameter, no clipping)
+//   BM_gpt2_train_step/<threads>              GPT-2 small (124M) fine-tuning on 4 sequences of 128 random ids:
+//       forward with dropout 0.1, cross-entropy, backward, clip_grad_norm 1.0, AdamW (weight decay 0.1 on the
+//       2-D tensors); the model drawn as bench_gpt2.cpp's is
 //   BM_gpt2_vocab_cross_entropy/<threads>     the loss of a GPT-2 fine-tuning step alone: nn::CrossEntropyLoss
 //       forward and backward on 512 x 50257 random logits (4 sequences of 128 tokens over GPT-2's vocabulary)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <eigenformer/models/gpt2.hpp>
 #include <eigenformer/train/char_lm.hpp>
 #include <eigenformer/train/losses.hpp>
+#include <eigenformer/train/optimizers.hpp>
 #include <eigenformer/train/sentiment.hpp>
 #include <numeric>
 #include <random>
@@ -78,6 +83,38 @@ void BM_seed_classifier_train_step(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(trainer.step(rows).loss);
 }
 BENCHMARK(BM_seed_classifier_train_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_gpt2_train_step(benchmark::State& state) {
+  const bench::Threads threads(state.range(0));
+  ef::models::GPT2Config c;  // GPT-2 small
+  c.resid_pdrop = c.embd_pdrop = c.attn_pdrop = 0.1;
+  ef::manual_seed(0);
+  ef::models::GPT2LMHeadModel<float> model(c);
+  auto params = model.named_parameters();
+  ef::train::AdamWOptions o;
+  o.lr = 1e-4;
+  o.weight_decay = 0.1;
+  ef::train::AdamW<float> optimizer(model.named_parameters(), o, ef::train::decays_by_default<float>);
+  ef::nn::CrossEntropyLoss<float> loss;
+  constexpr ef::index_t batch = 4, tokens = 128;
+  auto x = ef::Tensor<std::int64_t, 2>::empty({batch, tokens}), y = ef::Tensor<std::int64_t, 2>::empty({batch, tokens});
+  for (ef::index_t i = 0; i < batch * tokens; ++i) {
+    x.data()[i] = (i * 7919) % c.vocab_size;
+    y.data()[i] = (i * 104729 + 3) % c.vocab_size;
+  }
+  model.train();
+  auto step = [&] {
+    optimizer.zero_grad();
+    const float value = loss.forward(model.forward(x), y).item();
+    model.backward(loss.backward<3>());
+    ef::train::clip_grad_norm(params, 1.0);
+    optimizer.step();
+    return value;
+  };
+  step();  // warm-up: AdamW's moments are allocated on the first step
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+}
+BENCHMARK(BM_gpt2_train_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_gpt2_vocab_cross_entropy(benchmark::State& state) {
   const bench::Threads threads(state.range(0));

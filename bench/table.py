@@ -83,7 +83,10 @@ def workloads():
                        *train("BM_seed_classifier_train_step"), None, None, 1),
         "chargpt_train": ("baby GPT train step, b12 block 64", "bench_train", *train("BM_char_gpt_train_step"),
                           None, None, 1),
-        # Not one of issue 11's goals: a GPT-2 fine-tuning step's loss alone (512 x 50257 logits).
+        # Not one of issue 11's goals: GPT-2 small fine-tuned on 4 sequences of 128 tokens, and that step's loss
+        # alone (512 x 50257 logits).
+        "gpt2_train": ("GPT-2 small fine-tuning step, b4 s128", "bench_train", *train("BM_gpt2_train_step"),
+                       None, None, 1),
         "gpt2_vocab_ce": ("cross-entropy over GPT-2's vocabulary, 512 rows, fwd + bwd", "bench_train",
                           *train("BM_gpt2_vocab_cross_entropy"), None, None, 1),
         GEMM: ("SGEMM at the models' shapes", "bench_gemm", None, None, None, None, 1),

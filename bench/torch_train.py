@@ -8,6 +8,9 @@ BM_ names, on random data of the same shapes. Prints `name<TAB>median_seconds` (
   BM_seed_classifier_train_step/<threads>  tools/reference/train_sentiment_twin.py's Trainer with the seed recipe
                                            (pre-LN BERT, hidden 256, 4 layers, 4 heads, 256 positions, dropout 0.1)
                                            on a batch of 16 sentences of 128 random ids
+  BM_gpt2_train_step/<threads>             GPT-2 small (tools/reference/make_gpt2_fixtures.py's model, drawn as
+                                           bench/torch_gpt2.py draws it) fine-tuned on 4 sequences of 128 random
+                                           ids: dropout 0.1, cross-entropy, backward, clip_grad_norm_(1.0), AdamW
   BM_gpt2_vocab_cross_entropy/<threads>    F.cross_entropy forward and backward on 512 x 50257 random logits
                                            (a GPT-2 fine-tuning step's loss alone)
 
@@ -29,8 +32,10 @@ import torch  # noqa: E402
 import torch.utils.benchmark as tb  # noqa: E402
 
 import torch_char_gpt  # noqa: E402
+import torch_gpt2  # noqa: E402
 import twin_threads  # noqa: E402
 import train_sentiment_twin  # noqa: E402
+from make_gpt2_fixtures import GPT2LMHeadModel, init_weights  # noqa: E402
 
 
 
@@ -67,6 +72,31 @@ def seed_classifier_step():
     return lambda: trainer.step(rows)
 
 
+def gpt2_train_step():
+    config = {**torch_gpt2.SMALL, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}
+    model = GPT2LMHeadModel(config)
+    torch.manual_seed(0)
+    init_weights(model, config)
+    model.train()
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=1e-4)
+    i = torch.arange(4 * 128)
+    x = (i * 7919 % 50257).view(4, 128)
+    y = ((i * 104729 + 3) % 50257).view(4, 128)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(x)[0]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss
+    return step
+
+
 def gpt2_vocab_cross_entropy():
     torch.manual_seed(0)
     rows, vocab = 512, 50257
@@ -82,7 +112,7 @@ def gpt2_vocab_cross_entropy():
 
 
 CASES = {"BM_char_gpt_train_step": char_gpt_step, "BM_seed_classifier_train_step": seed_classifier_step,
-         "BM_gpt2_vocab_cross_entropy": gpt2_vocab_cross_entropy}
+         "BM_gpt2_train_step": gpt2_train_step, "BM_gpt2_vocab_cross_entropy": gpt2_vocab_cross_entropy}
 
 
 def run(threads, min_time, only):
