@@ -15,16 +15,21 @@ inline constexpr int sgemm_mr = SimdFloat::width == 16 ? 12 : 6;
 inline constexpr int sgemm_nr = 2 * SimdFloat::width;
 static_assert(sgemm_mc % sgemm_mr == 0, "a block of a is whole panels");
 
-// sgemm_packed copies a column-major a into panels when its columns lie a multiple of 4 KB apart (1024
-// floats: a weight gradient g^T x with 1024 or 3072 hidden units). Read in place, such a panel's kc columns
-// all fall in one set of the L1 cache (64 sets of 64 bytes), which holds 8-12 of them, and each column is a
-// page of its own, which the hardware prefetchers do not cross. 1024 x 256 x 2048 on 2 threads: with AVX2 on
-// an AMD Zen 5 (GCC -march=znver3) 136-138 GFLOP/s in place against 172-183 copied (OpenBLAS's Haswell kernel
-// 173-177); with AVX-512 on an Intel Xeon (Sapphire Rapids kind, 2 MB L2) the copy took 0.70x the time of
-// reading in place (0.57x on 1 thread), about 0.89x (0.77x) that of reading in place with the prefetches
-// below (bench/README.md, "fortieth session"), where on the Zen 5 it had been 2-5% slower than in place
-// (361-364 against 370-381 GFLOP/s, without them): one rule for both, for the larger gain.
-inline constexpr index_t sgemm_aliased_a_stride = 1024;
+// sgemm_packed copies a column-major a into panels when its columns lie 4 KiB apart or more (1024 floats: a
+// weight gradient g^T x of a layer with 1024 or more outputs, whose g^T has a column per token, lda = the
+// output count apart). Read in place, each of a panel's kc columns is then a page of its own: the register
+// block's loads touch kc pages a pass, more than the L1 TLB holds, and the hardware prefetchers do not cross
+// pages. At multiples of 4 KiB the columns also all fall in one set of the L1 cache (64 sets of 64 bytes),
+// which holds 8-12 of them. Multiples first: 1024 x 256 x 2048 on 2 threads, with AVX2 on an AMD Zen 5 (GCC
+// -march=znver3) 136-138 GFLOP/s in place against 172-183 copied (OpenBLAS's Haswell kernel 173-177); with
+// AVX-512 on an Intel Xeon (Sapphire Rapids kind, 2 MB L2) the copy took 0.70x the time of reading in place
+// (0.57x on 1 thread), about 0.89x (0.77x) that of reading in place with the prefetches below (bench/README.md,
+// "fortieth session"), where on the Zen 5 it had been 2-5% slower than in place (361-364 against 370-381
+// GFLOP/s, without them): one rule for both, for the larger gain. Then any stride from 4 KiB: GPT-2 small's
+// weight gradients over 512 tokens on the Intel Xeon, 2 threads, copied against in place: the tied head's
+// 50257 x 768 x 512 0.90x the time, the attention's 2304 x 768 x 512 0.87x (bench/README.md, "forty-sixth
+// session"). Below 4 KiB the copy lost: 512 x 128 x 768 (2 KiB apart) took 1.09x the time copied.
+inline constexpr index_t sgemm_copied_a_stride = 1024;
 // How many steps of k ahead the register block asks for the lines of a column-major a that it reads in
 // place: each step's rows lie lda floats after the last step's, a stride the hardware prefetchers do not
 // follow past a 4 KB page. 512 x 128 x 768 (columns 2 KB apart) on 2 threads on the Intel Xeon: 0.85x the
@@ -158,7 +163,7 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
 // (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
 // step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
 // gradient's samples on 2 threads; in place it takes 0.95 of the time on 2 threads and 0.91 on 1 (AMD Zen 5,
-// bench/README.md, "twentieth session"). The exception: columns 4 KB apart (sgemm_aliased_a_stride).
+// bench/README.md, "twentieth session"). The exception: columns 4 KiB apart or more (sgemm_copied_a_stride).
 struct APanel {
   const float* data;
   index_t row_stride;
@@ -437,7 +442,7 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
   static thread_local SgemmScratch a_scratch, b_scratch;
   const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
   const index_t kc_max = std::min<index_t>(sgemm_kc, k);
-  const bool copy_a = a_col_major && lda % sgemm_aliased_a_stride == 0;
+  const bool copy_a = a_col_major && lda >= sgemm_copied_a_stride;
   // The copy of a's block when copy_a, else room for a short last panel.
   float* a_buffer = a_scratch.get(static_cast<std::size_t>((copy_a ? sgemm_mc : sgemm_mr) * kc_max));
   float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
