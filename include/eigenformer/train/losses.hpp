@@ -156,9 +156,10 @@ class CrossEntropyLoss : public Module<T> {
     // finished gradient would.
     const bool scale_grad = training && mean && kept > 1;
     const double inv = scale_grad ? 1.0 / static_cast<double>(kept) : 1.0;
-    // Rows on the pool (a language model's logits are rows x vocabulary, 50257 wide for GPT-2: two double
-    // exps an element on one thread while the others waited); each row's loss lands in row_loss and they are
-    // added in row order after, so the bits do not depend on the thread count.
+    // Rows on the pool (a language model's logits are rows x vocabulary, 50257 wide for GPT-2); each row's
+    // loss lands in row_loss and they are added in row order after, so the bits do not depend on the thread
+    // count. Float rows go to the vector kernels where the CPU has them (exps in float, sums in double: the
+    // loops below take two double exps an element, most of the time of a loss over GPT-2's classes).
     std::vector<double> row_loss(static_cast<std::size_t>(n), 0.0);
     const index_t grain = std::max<index_t>(1, (index_t{1} << 13) / c);
     const backend::detail::VectorMathKernel* kernel = backend::detail::vector_math_kernel_for_type<T>();
@@ -170,42 +171,41 @@ class CrossEntropyLoss : public Module<T> {
           if (training) std::fill(grow, grow + c, T(0));
           continue;
         }
+        // log_softmax = x - (max + log sum exp(x - max)): shifting by the max keeps exp from overflowing and
+        // the largest term at exp(0) = 1, so the sum never underflows to log(0). The row's log-sum in double
+        // keeps its digits for float logits. sum_logp: the sum of log_softmax over the row, for smoothing.
+        double lse = 0, sum_logp = 0;
+        bool vectorised = false;
         if constexpr (std::is_same_v<T, float>) {
           if (kernel) {
-            // The float kernels: exps in float (the loop below takes two double exps an element, most of the
-            // time of a loss over GPT-2's 50257 classes), sums in double.
-            const double lse = kernel->log_sum_exp(row, c);
-            double loss = -(static_cast<double>(row[tgt[i]]) - lse) * (1.0 - s);
-            if (s > 0) loss -= s / static_cast<double>(c) * (kernel->sum_double(row, c) - static_cast<double>(c) * lse);
-            row_loss[static_cast<std::size_t>(i)] = loss;
+            vectorised = true;
+            lse = kernel->log_sum_exp(row, c);
+            if (s > 0) sum_logp = kernel->sum_double(row, c) - static_cast<double>(c) * lse;
             if (training)
-              kernel->cross_entropy_grad(row, grow, c, lse, static_cast<float>(s / static_cast<double>(c)), tgt[i],
-                                         static_cast<float>(1.0 - s), scale_grad ? static_cast<float>(inv) : 1.0f);
-            continue;
+              kernel->cross_entropy_grad(row, grow, c, lse, static_cast<float>(s / static_cast<double>(c)),
+                                         tgt[i], static_cast<float>(1.0 - s),
+                                         scale_grad ? static_cast<float>(inv) : 1.0f);
           }
         }
-        // log_softmax = x - (max + log sum exp(x - max)): shifting by the max keeps exp from overflowing and
-        // the largest term at exp(0) = 1, so the sum never underflows to log(0). In double: the row's log-sum
-        // keeps its digits for float logits.
-        double mx = -std::numeric_limits<double>::infinity();
-        for (index_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-        double se = 0;
-        for (index_t j = 0; j < c; ++j) se += std::exp(static_cast<double>(row[j]) - mx);
-        const double lse = mx + std::log(se);
+        if (!vectorised) {
+          double mx = -std::numeric_limits<double>::infinity();
+          for (index_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+          double se = 0;
+          for (index_t j = 0; j < c; ++j) se += std::exp(static_cast<double>(row[j]) - mx);
+          lse = mx + std::log(se);
+          if (s > 0)
+            for (index_t j = 0; j < c; ++j) sum_logp += static_cast<double>(row[j]) - lse;
+          if (training) {
+            for (index_t j = 0; j < c; ++j) {
+              const double p = std::exp(static_cast<double>(row[j]) - lse);
+              const T g = static_cast<T>(p - s / static_cast<double>(c) - (j == tgt[i] ? 1.0 - s : 0.0));
+              grow[j] = scale_grad ? static_cast<T>(g * inv) : g;
+            }
+          }
+        }
         double loss = -(static_cast<double>(row[tgt[i]]) - lse) * (1.0 - s);
-        if (s > 0) {
-          double sum_logp = 0;
-          for (index_t j = 0; j < c; ++j) sum_logp += static_cast<double>(row[j]) - lse;
-          loss -= s / static_cast<double>(c) * sum_logp;
-        }
+        if (s > 0) loss -= s / static_cast<double>(c) * sum_logp;
         row_loss[static_cast<std::size_t>(i)] = loss;
-        if (training) {
-          for (index_t j = 0; j < c; ++j) {
-            const double p = std::exp(static_cast<double>(row[j]) - lse);
-            const T g = static_cast<T>(p - s / static_cast<double>(c) - (j == tgt[i] ? 1.0 - s : 0.0));
-            grow[j] = scale_grad ? static_cast<T>(g * inv) : g;
-          }
-        }
       }
     });
     double total = 0;
