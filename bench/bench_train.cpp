@@ -11,6 +11,10 @@
 //   BM_gpt2_train_step/<threads>              GPT-2 small (124M) fine-tuning on 4 sequences of 128 random ids:
 //       forward with dropout 0.1, cross-entropy, backward, clip_grad_norm 1.0, AdamW (weight decay 0.1 on the
 //       2-D tensors); the model drawn as bench_gpt2.cpp's is
+//   BM_bert_base_finetune_step/<threads>      BERT-base (bert-base-uncased's shape, post-LN, pooler)
+//       fine-tuned as a sequence classifier with two labels on 8 sequences of 128 random ids, Hugging Face
+//       Trainer's defaults: dropout 0.1, AdamW 2e-5 with weight decay 0.01 on the matrices, clip_grad_norm
+//       1.0 (train::train_step)
 //   BM_gpt2_vocab_cross_entropy/<threads>     the loss of a GPT-2 fine-tuning step alone: nn::CrossEntropyLoss
 //       forward and backward on 512 x 50257 random logits (4 sequences of 128 tokens over GPT-2's vocabulary)
 #include <benchmark/benchmark.h>
@@ -115,6 +119,29 @@ void BM_gpt2_train_step(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(step());
 }
 BENCHMARK(BM_gpt2_train_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_bert_base_finetune_step(benchmark::State& state) {
+  const bench::Threads threads(state.range(0));
+  ef::models::BertConfig c;  // bert-base-uncased, dropout 0.1
+  c.num_labels = 2;
+  ef::manual_seed(0);
+  ef::models::BertForSequenceClassification<float> model(c);
+  auto params = model.named_parameters();
+  ef::train::AdamWOptions o;
+  o.lr = 2e-5;
+  o.weight_decay = 0.01;
+  ef::train::AdamW<float> optimizer(model.named_parameters(), o, ef::train::decays_by_default<float>);
+  constexpr ef::index_t batch = 8, tokens = 128;
+  ef::train::ClassifierBatch b{ef::Tensor<std::int64_t, 2>::empty({batch, tokens}),
+                               ef::full<std::int64_t>({batch, tokens}, 1),
+                               ef::Tensor<std::int64_t, 1>::empty({batch})};
+  for (ef::index_t i = 0; i < batch * tokens; ++i) b.input_ids.data()[i] = (i * 7919) % c.vocab_size;
+  for (ef::index_t i = 0; i < batch; ++i) b.labels.data()[i] = i % 2;
+  ef::train::train_step(model, optimizer, params, b, o.lr, 1.0);  // warm-up: AdamW's moments are allocated
+  for (auto _ : state)
+    benchmark::DoNotOptimize(ef::train::train_step(model, optimizer, params, b, o.lr, 1.0).loss);
+}
+BENCHMARK(BM_bert_base_finetune_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_gpt2_vocab_cross_entropy(benchmark::State& state) {
   const bench::Threads threads(state.range(0));

@@ -87,6 +87,9 @@ def workloads():
         # alone (512 x 50257 logits).
         "gpt2_train": ("GPT-2 small fine-tuning step, b4 s128", "bench_train", *train("BM_gpt2_train_step"),
                        None, None, 1),
+        # Not one of issue 11's goals: BERT-base fine-tuned as a two-label classifier, Hugging Face Trainer's way.
+        "bert_finetune": ("BERT-base fine-tuning step (2 labels), b8 s128", "bench_train",
+                          *train("BM_bert_base_finetune_step"), None, None, 1),
         "gpt2_vocab_ce": ("cross-entropy over GPT-2's vocabulary, 512 rows, fwd + bwd", "bench_train",
                           *train("BM_gpt2_vocab_cross_entropy"), None, None, 1),
         GEMM: ("SGEMM at the models' shapes", "bench_gemm", None, None, None, None, 1),

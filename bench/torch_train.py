@@ -11,6 +11,11 @@ BM_ names, on random data of the same shapes. Prints `name<TAB>median_seconds` (
   BM_gpt2_train_step/<threads>             GPT-2 small (tools/reference/make_gpt2_fixtures.py's model, drawn as
                                            bench/torch_gpt2.py draws it) fine-tuned on 4 sequences of 128 random
                                            ids: dropout 0.1, cross-entropy, backward, clip_grad_norm_(1.0), AdamW
+  BM_bert_base_finetune_step/<threads>     BERT-base (tools/reference/make_bert_fixtures.py's Hugging Face
+                                           BertForSequenceClassification, bert-base-uncased's shape, two labels)
+                                           fine-tuned on 8 sequences of 128 ids: dropout 0.1, cross-entropy,
+                                           backward, clip_grad_norm_(1.0), AdamW 2e-5 (weight decay 0.01 on the
+                                           matrices), as Hugging Face's Trainer defaults
   BM_gpt2_vocab_cross_entropy/<threads>    F.cross_entropy forward and backward on 512 x 50257 random logits
                                            (a GPT-2 fine-tuning step's loss alone)
 
@@ -31,6 +36,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools", "reference"))
 import torch  # noqa: E402
 import torch.utils.benchmark as tb  # noqa: E402
 
+import make_bert_fixtures  # noqa: E402
+import torch_bert  # noqa: E402
 import torch_char_gpt  # noqa: E402
 import torch_gpt2  # noqa: E402
 import twin_threads  # noqa: E402
@@ -97,6 +104,30 @@ def gpt2_train_step():
     return step
 
 
+def bert_base_finetune_step():
+    cfg = make_bert_fixtures.config(**torch_bert.BASE, num_labels=2)
+    torch.manual_seed(0)
+    model = make_bert_fixtures.BertForSequenceClassification(cfg)
+    model.train()
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.01},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=2e-5)
+    i = torch.arange(8 * 128)
+    x = (i * 7919 % cfg["vocab_size"]).view(8, 128)
+    mask = torch.ones_like(x)
+    y = torch.arange(8) % 2
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x, mask), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss
+    return step
+
+
 def gpt2_vocab_cross_entropy():
     torch.manual_seed(0)
     rows, vocab = 512, 50257
@@ -112,7 +143,8 @@ def gpt2_vocab_cross_entropy():
 
 
 CASES = {"BM_char_gpt_train_step": char_gpt_step, "BM_seed_classifier_train_step": seed_classifier_step,
-         "BM_gpt2_train_step": gpt2_train_step, "BM_gpt2_vocab_cross_entropy": gpt2_vocab_cross_entropy}
+         "BM_gpt2_train_step": gpt2_train_step, "BM_bert_base_finetune_step": bert_base_finetune_step,
+         "BM_gpt2_vocab_cross_entropy": gpt2_vocab_cross_entropy}
 
 
 def run(threads, min_time, only):
