@@ -91,6 +91,23 @@ std::vector<Shape3> edge_shapes(const SgemmKernel& kernel) {
 
 }  // namespace
 
+// 263 rows (a 144-row block and a 119-row one ending in a short panel) by 16 column panels and a 3-long last
+// k block: AVX-512 walks both of its row blocks' full k blocks row panel first.
+constexpr Shape3 rows_first_shape{263, 16 * 32 - 7, ef::backend::detail::sgemm_kc + 3};
+#if defined(EIGENFORMER_X86_KERNELS)
+static_assert(
+    ef::backend::detail::avx512::sgemm_walks_rows_first(rows_first_shape.m, ef::backend::detail::sgemm_mc,
+                                                        rows_first_shape.n, ef::backend::detail::sgemm_kc) &&
+        ef::backend::detail::avx512::sgemm_walks_rows_first(
+            rows_first_shape.m, rows_first_shape.m - ef::backend::detail::sgemm_mc, rows_first_shape.n,
+            ef::backend::detail::sgemm_kc) &&
+        !ef::backend::detail::avx512::sgemm_walks_rows_first(rows_first_shape.m - rows_first_shape.m / 3 - 1,
+                                                             ef::backend::detail::sgemm_mc,
+                                                             rows_first_shape.n / 2 + 1,
+                                                             ef::backend::detail::sgemm_kc),
+    "rows_first_shape no longer takes the row-first walk whole and the column-first one in parts");
+#endif
+
 TEST_CASE("packed sgemm equals a double-precision product for every layout, edge, alpha and beta") {
   std::mt19937 gen(5);
   struct Scale {
@@ -158,7 +175,9 @@ TEST_CASE("packed sgemm: the AVX-512 and AVX2 kernels give the same bits") {
   }
   std::mt19937 gen(7);
   std::size_t ran = 0;
-  for (const auto& s : edge_shapes(*kernels[0]))
+  auto shapes = edge_shapes(*kernels[0]);
+  shapes.push_back(rows_first_shape);  // AVX2 walks it column panel first
+  for (const auto& s : shapes)
     for (int layout = 0; layout < 4; ++layout)
       for (const float beta : {0.0f, 0.75f}) {
         const bool ta = layout & 1, tb = layout & 2;
@@ -176,7 +195,7 @@ TEST_CASE("packed sgemm: the AVX-512 and AVX2 kernels give the same bits") {
             "m n k " << s.m << " " << s.n << " " << s.k << ", layout " << layout << ", beta " << beta);
         ++ran;
       }
-  eftest::check_ran(ran, edge_shapes(*kernels[0]).size() * 4 * 2, "AVX-512 against AVX2 cases");
+  eftest::check_ran(ran, shapes.size() * 4 * 2, "AVX-512 against AVX2 cases");
 }
 
 TEST_CASE(
@@ -184,17 +203,18 @@ TEST_CASE(
     "spacing") {
   // The kernel copies such an a into panels (sgemm_copied_a_stride) instead of reading it in place;
   // the arithmetic must not change. Columns exactly 4 KiB apart and 1500 floats apart against closer ones
-  // (read in place), rows across the row block's edge with a short last panel, k across the k block's,
-  // alpha -1.5, and beta 0 (c only written) and 0.5 (c read back).
+  // (read in place), rows across the row block's edge with a short last panel, k across the k block's, a
+  // block walked row panel first (rows_first_shape), alpha -1.5, and beta 0 (c only written) and 0.5 (c read
+  // back).
   std::mt19937 gen(21);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::size_t ran = 0, expected = 0;
   for (const SgemmKernel* kernel : kernels_on_this_cpu()) {
     const std::string isa = kernel->name();
     CAPTURE(isa);
-    expected += 8;
+    expected += 12;
     for (const Shape3 s : {Shape3{ef::backend::detail::sgemm_mc + 5, 40, ef::backend::detail::sgemm_kc + 44},
-                           Shape3{7, 17, 5}})
+                           Shape3{7, 17, 5}, rows_first_shape})
       for (const float beta : {0.0f, 0.5f})
         for (const index_t aliased_ld : {index_t{1024}, index_t{1500}}) {
           const index_t plain_ld = s.m + 3;
@@ -230,8 +250,12 @@ TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block i
   for (const SgemmKernel* kernel : kernels_on_this_cpu()) {
     const std::string isa = kernel->name();
     CAPTURE(isa);
-    minimum += 4 * 8;
-    for (const auto& s : edge_shapes(*kernel)) {
+    minimum += 4 * 9;
+    auto shapes = edge_shapes(*kernel);
+    // A training-sized block: the whole product walks its blocks row panel first (AVX-512), its parts (at
+    // most 176 rows) column panel first, so the comparison below holds one walk against the other.
+    shapes.push_back(rows_first_shape);
+    for (const auto& s : shapes) {
       if (s.m < 3 || s.n < 3) continue;
       for (int layout = 0; layout < 4; ++layout) {
         const bool ta = layout & 1, tb = layout & 2;

@@ -51,6 +51,29 @@ inline constexpr index_t sgemm_a_prefetch_steps = 8;
 // so it asks only for blocks of c larger than L2 (Intel's 2 MB).
 inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 
+// Whether sgemm_packed walks a block of a and its packed panels of b row panel first: each register block's
+// rows of a stay in L1 while the block's panels of b stream past from L2, asked for sgemm_rows_first_b_ahead
+// floats (64 steps of k, 8 KB) ahead, instead of one panel of b staying in L1 while the block's row panels of
+// a stream past (twelve rows in place, each its own stream). L1 then holds 12 KB of a instead of a 32 KB
+// panel of b beside those streams, and b's one sequential stream is what the prefetch serves best. It pays
+// where a's panel is reused more often than b's would be (more column panels than row panels in the block),
+// over a whole k block. On the Intel Xeon (Sapphire Rapids kind, 2 MB L2), AVX-512, 2 threads, bench/ab.py
+// (bench/README.md, "forty-seventh session"): 1024 x 3072 x 768 0.94x the time and BERT-base training's
+// other 1024-row products 0.95-0.97x (8 rounds); GPT-2 small's weight gradients over 512 tokens, whose a is
+// copied (sgemm_copied_a_stride), 0.90x (the tied head's 50257 x 768 x 512) and 0.95-0.96x, BERT-base's over
+// 1024 tokens 1.00x; a BERT-base fine-tuning step 0.95x (0.96x on 1 thread), GPT-2 small's 0.97x (0.93x).
+// Off where it lost: k blocks of 128 (the char GPT's 768 x 512 x 128 1.02-1.04x, 768 x 384 x 128 1.07x);
+// and below 256 rows, where it was not measured apart from noise. The packed-weight path (inference) keeps
+// its order: walked row panel first there, BERT-base b8's forward gained less than its rounds spread and
+// b1's lost (bench/README.md, "forty-second session"). AVX2's 6 x 16 block was not measured this way, so it
+// keeps the old order.
+inline constexpr index_t sgemm_rows_first_min_rows = 256;
+inline constexpr index_t sgemm_rows_first_b_ahead = 2048;
+inline constexpr bool sgemm_walks_rows_first(index_t rows, index_t mc, index_t nc, index_t kc) {
+  return sgemm_mr == 12 && rows >= sgemm_rows_first_min_rows && kc == sgemm_kc &&
+         (nc + sgemm_nr - 1) / sgemm_nr > (mc + sgemm_mr - 1) / sgemm_mr;
+}
+
 // out[p * width + j] = src[j * ld + p] for j < count, p < kc, and zeros for count <= j < width: one panel
 // whose lines (columns of a column-major b) lie along k in memory. Reading each line along k and writing it
 // across the panel one float at a time cost ~1.4 ns a float; 4 x 4 blocks transposed in registers read and
@@ -178,7 +201,8 @@ struct APanel {
 template <bool kAInPlace, int kRows = sgemm_mr>
 inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, float* c, index_t ldc, index_t rows,
                                  index_t cols, float alpha, float beta, bool prefetch_c, const float* prefetch_b,
-                                 index_t prefetch_lines, index_t prefetch_row_lines, index_t prefetch_row_stride) {
+                                 index_t prefetch_lines, index_t prefetch_row_lines, index_t prefetch_row_stride,
+                                 index_t b_ahead) {
   const float* a = a_panel.data;
   const index_t a_row_stride = a_panel.row_stride;
   using V = SimdFloat;
@@ -213,6 +237,8 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   const index_t every = prefetch_lines > 0 ? std::max<index_t>(1, kc / prefetch_lines) : kc + 1;
   index_t until_prefetch = every;
   index_t row_left = prefetch_row_lines;
+  // With b_ahead > 0 the panels of b stream past (sgemm_walks_rows_first): each step asks for the two lines
+  // that a step b_ahead floats later reads, which may lie in the next panel, where the block goes next.
   // In place, rows 3q..3q+2 are read through row_base[q] and the stride (x86 addresses base + 4 or 8 times an
   // index), so that twelve rows take four pointers and no address arithmetic per row.
   constexpr int bases = (kRows + 2) / 3;
@@ -220,6 +246,11 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
 #pragma GCC unroll 4
   for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
   for (index_t p = 0; p < kc; ++p, b += sgemm_nr) {
+    if (b_ahead > 0) {
+#pragma GCC unroll 2
+      for (int line = 0; line < sgemm_nr / 16; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(b + b_ahead + 16 * line), _MM_HINT_T0);
+    }
     if (p < c_lines)
       _mm_prefetch(reinterpret_cast<const char*>(c + (p >> 1) * ldc + ((p & 1) ? cols - 1 : 0)), _MM_HINT_T0);
     if (--until_prefetch == 0) {
@@ -291,20 +322,20 @@ inline constexpr int sgemm_kernel_rows(index_t rows) {
 inline void sgemm_micro_kernel(index_t kc, APanel a, const float* b, float* c, index_t ldc, index_t rows, index_t cols,
                                float alpha, float beta, bool prefetch_c = false, const float* prefetch_b = nullptr,
                                index_t prefetch_lines = 0, index_t prefetch_row_lines = 0,
-                               index_t prefetch_row_stride = 0) {
+                               index_t prefetch_row_stride = 0, index_t b_ahead = 0) {
   auto run = [&]<bool kInPlace>() {
     switch (sgemm_kernel_rows(rows)) {
       case sgemm_mr / 3:
         return sgemm_register_block<kInPlace, sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
                                                             prefetch_b, prefetch_lines, prefetch_row_lines,
-                                                            prefetch_row_stride);
+                                                            prefetch_row_stride, b_ahead);
       case 2 * sgemm_mr / 3:
         return sgemm_register_block<kInPlace, 2 * sgemm_mr / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c,
                                                                 prefetch_b, prefetch_lines, prefetch_row_lines,
-                                                                prefetch_row_stride);
+                                                                prefetch_row_stride, b_ahead);
       default:
         return sgemm_register_block<kInPlace>(kc, a, b, c, ldc, rows, cols, alpha, beta, prefetch_c, prefetch_b,
-                                              prefetch_lines, prefetch_row_lines, prefetch_row_stride);
+                                              prefetch_lines, prefetch_row_lines, prefetch_row_stride, b_ahead);
     }
   };
   if (a.row_stride != 0) run.template operator()<true>();
@@ -468,6 +499,16 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
           return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ic + ir, ic + ir + sgemm_mr, pc, kc, nullptr)
                             : edge_panel;
         };
+        if (sgemm_walks_rows_first(rows, mc, nc, kc)) {
+          for (index_t ir = 0; ir < mc; ir += sgemm_mr) {
+            const APanel panel = a_panel(ir);
+            for (index_t jr = 0; jr < nc; jr += sgemm_nr)
+              sgemm_micro_kernel(kc, panel, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
+                                 std::min<index_t>(sgemm_mr, mc - ir), std::min<index_t>(sgemm_nr, nc - jr), alpha,
+                                 block_beta, prefetch_c, nullptr, 0, 0, 0, sgemm_rows_first_b_ahead);
+          }
+          continue;
+        }
         for (index_t jr = 0; jr < nc; jr += sgemm_nr)
           for (index_t ir = 0; ir < mc; ir += sgemm_mr)
             sgemm_micro_kernel(
