@@ -58,11 +58,11 @@ inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 // panel of b beside those streams, and b's one sequential stream is what the prefetch serves best. It pays
 // where a's panel is reused more often than b's would be (more column panels than row panels in the block),
 // over a whole k block. On the Intel Xeon (Sapphire Rapids kind, 2 MB L2), AVX-512, 2 threads, bench/ab.py
-// (bench/README.md, "forty-seventh session"): 1024 x 3072 x 768 0.94x the time and BERT-base training's
-// other 1024-row products 0.95-0.97x (8 rounds); GPT-2 small's weight gradients over 512 tokens, whose a is
-// copied (sgemm_copied_a_stride), 0.90x (the tied head's 50257 x 768 x 512) and 0.95-0.96x, BERT-base's over
-// 1024 tokens 1.00x; a BERT-base fine-tuning step 0.95x (0.96x on 1 thread), GPT-2 small's 0.97x (0.93x).
-// Off where it lost: k blocks of 128 (the char GPT's 768 x 512 x 128 1.02-1.04x, 768 x 384 x 128 1.07x);
+// (bench/README.md, "forty-seventh session"): BERT-base training's 1024-row products 0.94-0.99x the time
+// (1024 x 3072 x 768 0.94-0.98x, sets of 4 and 8 rounds); GPT-2 small's weight gradients over 512 tokens,
+// whose a is copied (sgemm_copied_a_stride), 0.90x (the tied head's 50257 x 768 x 512) and 0.95-0.96x,
+// BERT-base's over 1024 tokens 1.00x; a BERT-base fine-tuning step 0.95x (0.96x on 1 thread), GPT-2 small's
+// 0.97x (0.93x). Off where it lost: k blocks of 128 (the char GPT's 768 x 512 x 128 1.02-1.04x, 768 x 384 x 128 1.07x);
 // and below 256 rows, where it was not measured apart from noise. The packed-weight path (inference) keeps
 // its order: walked row panel first there, BERT-base b8's forward gained less than its rounds spread and
 // b1's lost (bench/README.md, "forty-second session"). AVX2's 6 x 16 block was not measured this way, so it
