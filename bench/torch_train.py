@@ -79,6 +79,12 @@ def seed_classifier_step():
     return lambda: trainer.step(rows)
 
 
+def adamw_decaying_matrices(params, lr, weight_decay):
+    """AdamW as the fine-tuning recipes set it up: weight decay on the matrices only."""
+    return torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}], lr=lr)
+
+
 def gpt2_train_step():
     config = {**torch_gpt2.SMALL, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}
     model = GPT2LMHeadModel(config)
@@ -86,9 +92,7 @@ def gpt2_train_step():
     init_weights(model, config)
     model.train()
     params = list(model.parameters())
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=1e-4)
+    opt = adamw_decaying_matrices(params, lr=1e-4, weight_decay=0.1)
     i = torch.arange(4 * 128)
     x = (i * 7919 % 50257).view(4, 128)
     y = ((i * 104729 + 3) % 50257).view(4, 128)
@@ -110,9 +114,7 @@ def bert_base_finetune_step():
     model = make_bert_fixtures.BertForSequenceClassification(cfg)
     model.train()
     params = list(model.parameters())
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.01},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=2e-5)
+    opt = adamw_decaying_matrices(params, lr=2e-5, weight_decay=0.01)
     i = torch.arange(8 * 128)
     x = (i * 7919 % cfg["vocab_size"]).view(8, 128)
     mask = torch.ones_like(x)
