@@ -253,7 +253,7 @@ TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block i
     minimum += 4 * 9;
     auto shapes = edge_shapes(*kernel);
     // A training-sized block: the whole product walks its blocks row panel first (AVX-512), its parts (at
-    // most 176 rows) column panel first, so the comparison below holds one walk against the other.
+    // most 175 rows) column panel first, so the comparison below holds one walk against the other.
     shapes.push_back(rows_first_shape);
     for (const auto& s : shapes) {
       if (s.m < 3 || s.n < 3) continue;

@@ -62,8 +62,8 @@ inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 // (1024 x 3072 x 768 0.94-0.98x, sets of 4 and 8 rounds); GPT-2 small's weight gradients over 512 tokens,
 // whose a is copied (sgemm_copied_a_stride), 0.90x (the tied head's 50257 x 768 x 512) and 0.95-0.96x,
 // BERT-base's over 1024 tokens 1.00x; a BERT-base fine-tuning step 0.95x (0.96x on 1 thread), GPT-2 small's
-// 0.97x (0.93x). Off where it lost: k blocks of 128 (the char GPT's 768 x 512 x 128 1.02-1.04x, 768 x 384 x 128 1.07x);
-// and below 256 rows, where it was not measured apart from noise. The packed-weight path (inference) keeps
+// 0.97x (0.93x). Off where it lost: k blocks of 128 (the char GPT's 768 x 512 x 128 1.02-1.04x, 768 x 384 x
+// 128 1.07x); and below 256 rows, where it was not measured apart from noise. The packed-weight path (inference) keeps
 // its order: walked row panel first there, BERT-base b8's forward gained less than its rounds spread and
 // b1's lost (bench/README.md, "forty-second session"). AVX2's 6 x 16 block was not measured this way, so it
 // keeps the old order.
@@ -238,7 +238,8 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   index_t until_prefetch = every;
   index_t row_left = prefetch_row_lines;
   // With b_ahead > 0 the panels of b stream past (sgemm_walks_rows_first): each step asks for the two lines
-  // that a step b_ahead floats later reads, which may lie in the next panel, where the block goes next.
+  // that a step b_ahead floats later reads, which may lie in the next panel, where the block goes next, or
+  // past the last one (prefetches never fault).
   // In place, rows 3q..3q+2 are read through row_base[q] and the stride (x86 addresses base + 4 or 8 times an
   // index), so that twelve rows take four pointers and no address arithmetic per row.
   constexpr int bases = (kRows + 2) / 3;
