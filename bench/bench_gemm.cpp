@@ -42,6 +42,7 @@ constexpr GemmShape shapes[] = {
     {"chargpt_ffn_down", 768, 128, 512, "nt"},   {"chargpt_ffn_down_dx", 768, 512, 128, "nn"},
     {"chargpt_ffn_up_dw", 512, 128, 768, "tn"},  {"seed_ffn_up_b16", 2048, 1024, 256, "nt"},
     {"seed_ffn_down_b16", 2048, 256, 1024, "nt"}, {"seed_ffn_up_dw_b16", 1024, 256, 2048, "tn"},
+    {"bert_attn_dw_b8", 768, 768, 1024, "tn"},  {"bert_ffn_down_dw_b8", 768, 3072, 1024, "tn"},
 };
 
 // a (M, K) and b (K, N) as views of tensors stored the way the layout's layer stores them.

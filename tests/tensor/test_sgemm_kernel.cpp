@@ -199,47 +199,58 @@ TEST_CASE("packed sgemm: the AVX-512 and AVX2 kernels give the same bits") {
 }
 
 TEST_CASE(
-    "packed sgemm: a column-major a whose columns lie 4 KB apart or more gives the bits of any other "
-    "spacing") {
-  // The kernel copies such an a into panels (sgemm_copied_a_stride) instead of reading it in place;
-  // the arithmetic must not change. Columns exactly 4 KiB apart and 1500 floats apart against closer ones
-  // (read in place), rows across the row block's edge with a short last panel, k across the k block's, a
-  // block walked row panel first (rows_first_shape), alpha -1.5, and beta 0 (c only written) and 0.5 (c read
-  // back).
+    "packed sgemm: a column-major a that the kernel copies into panels gives the bits of one read in place") {
+  // The kernel copies a column-major a into panels when its columns lie 4 KiB apart or more, or 3 KiB apart
+  // in a block of 512 columns or more (sgemm_copies_a); the arithmetic must not change. Columns exactly 4 KiB
+  // apart and 1500 floats apart, and 768 floats apart for a wide product, against closer ones (read in
+  // place), rows across the row block's edge with a short last panel, k across the k block's, a block walked
+  // row panel first (rows_first_shape), alpha -1.5, and beta 0 (c only written) and 0.5 (c read back).
   std::mt19937 gen(21);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::size_t ran = 0, expected = 0;
   for (const SgemmKernel* kernel : kernels_on_this_cpu()) {
     const std::string isa = kernel->name();
     CAPTURE(isa);
-    expected += 12;
+    const bool avx512 = kernel->isa == ef::backend::CpuIsa::avx512;
+    const auto copies_a =
+        avx512 ? &ef::backend::detail::avx512::sgemm_copies_a : &ef::backend::detail::avx2::sgemm_copies_a;
+    const Shape3 wide{ef::backend::detail::sgemm_mc + 5, 520, ef::backend::detail::sgemm_kc + 44};
+    struct Case {
+      Shape3 shape;
+      index_t aliased_ld;
+    };
+    std::vector<Case> cases;
     for (const Shape3 s : {Shape3{ef::backend::detail::sgemm_mc + 5, 40, ef::backend::detail::sgemm_kc + 44},
                            Shape3{7, 17, 5}, rows_first_shape})
-      for (const float beta : {0.0f, 0.5f})
-        for (const index_t aliased_ld : {index_t{1024}, index_t{1500}}) {
-          const index_t plain_ld = s.m + 3;
-          REQUIRE(plain_ld < 1024);  // read in place: below the copy's 4 KiB
-          REQUIRE(s.m <= aliased_ld);
-          std::vector<float> aliased(static_cast<std::size_t>(aliased_ld * s.k));
-          std::vector<float> plain(static_cast<std::size_t>(plain_ld * s.k));
-          for (index_t p = 0; p < s.k; ++p)
-            for (index_t i = 0; i < s.m; ++i)
-              aliased[p * aliased_ld + i] = plain[p * plain_ld + i] = uniform(gen);
-          const Operand b = random_operand(s.k, s.n, true, gen);
-          std::vector<float> c_aliased(static_cast<std::size_t>(s.m * s.n));
-          for (auto& x : c_aliased) x = uniform(gen);
-          auto c_plain = c_aliased;
-          kernel->packed(true, true, s.m, s.n, s.k, -1.5f, aliased.data(), aliased_ld, b.data.data(), b.ld,
-                         beta, c_aliased.data(), s.n);
-          kernel->packed(true, true, s.m, s.n, s.k, -1.5f, plain.data(), plain_ld, b.data.data(), b.ld, beta,
-                         c_plain.data(), s.n);
-          REQUIRE_MESSAGE(
-              std::memcmp(c_aliased.data(), c_plain.data(), sizeof(float) * c_plain.size()) == 0,
-              "m n k " << s.m << " " << s.n << " " << s.k << ", beta " << beta << ", lda " << aliased_ld);
-          ++ran;
-        }
+      for (const index_t ld : {index_t{1024}, index_t{1500}}) cases.push_back({s, ld});
+    cases.push_back({wide, 768});
+    expected += 2 * cases.size();
+    for (const auto& [s, aliased_ld] : cases)
+      for (const float beta : {0.0f, 0.5f}) {
+        const index_t plain_ld = s.m + 3;
+        REQUIRE(copies_a(aliased_ld, s.n));
+        REQUIRE(!copies_a(plain_ld, s.n));  // the other side reads in place
+        REQUIRE(s.m <= aliased_ld);
+        std::vector<float> aliased(static_cast<std::size_t>(aliased_ld * s.k));
+        std::vector<float> plain(static_cast<std::size_t>(plain_ld * s.k));
+        for (index_t p = 0; p < s.k; ++p)
+          for (index_t i = 0; i < s.m; ++i)
+            aliased[p * aliased_ld + i] = plain[p * plain_ld + i] = uniform(gen);
+        const Operand b = random_operand(s.k, s.n, true, gen);
+        std::vector<float> c_aliased(static_cast<std::size_t>(s.m * s.n));
+        for (auto& x : c_aliased) x = uniform(gen);
+        auto c_plain = c_aliased;
+        kernel->packed(true, true, s.m, s.n, s.k, -1.5f, aliased.data(), aliased_ld, b.data.data(), b.ld,
+                       beta, c_aliased.data(), s.n);
+        kernel->packed(true, true, s.m, s.n, s.k, -1.5f, plain.data(), plain_ld, b.data.data(), b.ld, beta,
+                       c_plain.data(), s.n);
+        REQUIRE_MESSAGE(
+            std::memcmp(c_aliased.data(), c_plain.data(), sizeof(float) * c_plain.size()) == 0,
+            "m n k " << s.m << " " << s.n << " " << s.k << ", beta " << beta << ", lda " << aliased_ld);
+        ++ran;
+      }
   }
-  if (expected > 0) eftest::check_ran(ran, expected, "4 KB-apart cases");
+  if (expected > 0) eftest::check_ran(ran, expected, "copied-a cases");
 }
 
 TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block it is computed in") {

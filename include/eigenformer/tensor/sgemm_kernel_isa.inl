@@ -30,6 +30,21 @@ static_assert(sgemm_mc % sgemm_mr == 0, "a block of a is whole panels");
 // 50257 x 768 x 512 0.90x the time, the attention's 2304 x 768 x 512 0.87x (bench/README.md, "forty-sixth
 // session"). Below 4 KiB the copy lost: 512 x 128 x 768 (2 KiB apart) took 1.09x the time copied.
 inline constexpr index_t sgemm_copied_a_stride = 1024;
+// And columns a multiple of 1 KiB apart from 2 KiB on, when the block has 16 column panels or more: such
+// columns lie a multiple of 16 cache lines apart, so a panel's lines fall in at most 4 of the L1 cache's 64
+// sets (2 at 2 KiB), which hold 48 lines on the Intel Xeon and 32 on an AMD Zen 3, against the 256 lines a
+// panel reads over a k block; the panel then goes back to L2 for every column panel the block walks it
+// against. Weight gradients of 768-output layers (g^T x, columns 3 KiB apart) on the Intel Xeon (Sapphire
+// Rapids kind), copied against in place, bench/ab.py, 5 interleaved rounds: BERT-base's 768 x 3072 x 1024
+// 0.93x the time on 2 threads and 0.89x on 1, its 768 x 768 x 1024 0.86x on 1 (on 2 each thread's tile has
+// 384 columns and reads in place as before); with AVX2 there 0.95x and 0.91x. Whole training steps moved less
+// than their rounds spread (BERT-base fine-tuning 1.01x, GPT-2 small 1.03x, rounds 0.96-1.06). With few column
+// panels the copy is not paid back: the char GPT's 512 x 128 x 768 (2 KiB apart, 4 panels) took 1.12x the
+// time copied. Columns 1 KiB apart (256 floats) were not measured and stay in place.
+inline constexpr index_t sgemm_copied_a_min_cols = 512;
+inline constexpr bool sgemm_copies_a(index_t lda, index_t cols) {
+  return lda >= sgemm_copied_a_stride || (lda >= 512 && lda % 256 == 0 && cols >= sgemm_copied_a_min_cols);
+}
 // How many steps of k ahead the register block asks for the lines of a column-major a that it reads in
 // place: each step's rows lie lda floats after the last step's, a stride the hardware prefetchers do not
 // follow past a 4 KB page. 512 x 128 x 768 (columns 2 KB apart) on 2 threads on the Intel Xeon: 0.85x the
@@ -186,7 +201,7 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
 // (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
 // step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
 // gradient's samples on 2 threads; in place it takes 0.95 of the time on 2 threads and 0.91 on 1 (AMD Zen 5,
-// bench/README.md, "twentieth session"). The exception: columns 4 KiB apart or more (sgemm_copied_a_stride).
+// bench/README.md, "twentieth session"). The exceptions: columns 4 KiB apart or more, and some closer ones (sgemm_copies_a).
 struct APanel {
   const float* data;
   index_t row_stride;
@@ -474,7 +489,7 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
   static thread_local SgemmScratch a_scratch, b_scratch;
   const index_t nc_max = std::min<index_t>(sgemm_nc, (cols + sgemm_nr - 1) / sgemm_nr * sgemm_nr);
   const index_t kc_max = std::min<index_t>(sgemm_kc, k);
-  const bool copy_a = a_col_major && lda >= sgemm_copied_a_stride;
+  const bool copy_a = a_col_major && sgemm_copies_a(lda, cols);
   // The copy of a's block when copy_a, else room for a short last panel.
   float* a_buffer = a_scratch.get(static_cast<std::size_t>((copy_a ? sgemm_mc : sgemm_mr) * kc_max));
   float* bp = b_scratch.get(static_cast<std::size_t>(nc_max * kc_max));
