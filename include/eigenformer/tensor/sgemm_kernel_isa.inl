@@ -40,7 +40,8 @@ inline constexpr index_t sgemm_copied_a_stride = 1024;
 // 384 columns and reads in place as before); with AVX2 there 0.95x and 0.91x. Whole training steps moved less
 // than their rounds spread (BERT-base fine-tuning 1.01x, GPT-2 small 1.03x, rounds 0.96-1.06). With few column
 // panels the copy is not paid back: the char GPT's 512 x 128 x 768 (2 KiB apart, 4 panels) took 1.12x the
-// time copied. Columns 1 KiB apart (256 floats) were not measured and stay in place.
+// time copied. Columns 1 KiB apart (256 floats) stay in place: the tiny BERT's 256 x 1024 x 2048 and a 256 x
+// 3072 x 1024 took the same time either way (throwaway driver, 2 threads, within its runs' spread).
 inline constexpr index_t sgemm_copied_a_min_cols = 512;
 inline constexpr bool sgemm_copies_a(index_t lda, index_t cols) {
   return lda >= sgemm_copied_a_stride || (lda >= 512 && lda % 256 == 0 && cols >= sgemm_copied_a_min_cols);
