@@ -30,19 +30,20 @@ static_assert(sgemm_mc % sgemm_mr == 0, "a block of a is whole panels");
 // 50257 x 768 x 512 0.90x the time, the attention's 2304 x 768 x 512 0.87x (bench/README.md, "forty-sixth
 // session"). Below 4 KiB the copy lost: 512 x 128 x 768 (2 KiB apart) took 1.09x the time copied.
 inline constexpr index_t sgemm_copied_a_stride = 1024;
-// And columns a multiple of 1 KiB apart from 2 KiB on, when the block has 16 column panels or more: such
+// And columns a multiple of 1 KiB apart from 2 KiB on, when the block has 8 column panels or more: such
 // columns lie a multiple of 16 cache lines apart, so a panel's lines fall in at most 4 of the L1 cache's 64
 // sets (2 at 2 KiB), which hold 48 lines on the Intel Xeon and 32 on an AMD Zen 3, against the 256 lines a
 // panel reads over a k block; the panel then goes back to L2 for every column panel the block walks it
 // against. Weight gradients of 768-output layers (g^T x, columns 3 KiB apart) on the Intel Xeon (Sapphire
-// Rapids kind), copied against in place, bench/ab.py, 5 interleaved rounds: BERT-base's 768 x 3072 x 1024
-// 0.93x the time on 2 threads and 0.89x on 1, its 768 x 768 x 1024 0.86x on 1 (on 2 each thread's tile has
-// 384 columns and reads in place as before); with AVX2 there 0.95x and 0.91x. Whole training steps moved less
-// than their rounds spread (BERT-base fine-tuning 1.01x, GPT-2 small 1.03x, rounds 0.96-1.06). With few column
-// panels the copy is not paid back: the char GPT's 512 x 128 x 768 (2 KiB apart, 4 panels) took 1.12x the
-// time copied. Columns 1 KiB apart (256 floats) stay in place: the tiny BERT's 256 x 1024 x 2048 and a 256 x
-// 3072 x 1024 took the same time either way (throwaway driver, 2 threads, within its runs' spread).
-inline constexpr index_t sgemm_copied_a_min_cols = 512;
+// Rapids kind), copied against in place, bench/ab.py, 5-8 interleaved rounds: BERT-base's 768 x 3072 x 1024
+// 0.93x the time on 2 threads and 0.89x on 1; its 768 x 768 x 1024 0.86x on 1 thread and 0.97x on 2, where
+// each thread's tile has 384 columns (every round at or below 0.99); with AVX2 there 0.95x (768 x 3072 x 1024,
+// 2 threads), 0.91x and 0.945x (768 x 768 x 1024, 1 and 2 threads). Whole training steps moved less than their
+// rounds spread (BERT-base fine-tuning 1.01x, GPT-2 small 1.03x, rounds 0.96-1.06). With few column panels the
+// copy is not paid back: the char GPT's 512 x 128 x 768 (2 KiB apart, 4 panels) took 1.12x the time copied.
+// Columns 1 KiB apart (256 floats) stay in place: the tiny BERT's 256 x 1024 x 2048 and a 256 x 3072 x 1024
+// took the same time either way (throwaway driver, 2 threads, within its runs' spread).
+inline constexpr index_t sgemm_copied_a_min_cols = 256;
 inline constexpr bool sgemm_copies_a(index_t lda, index_t cols) {
   return lda >= sgemm_copied_a_stride || (lda >= 512 && lda % 256 == 0 && cols >= sgemm_copied_a_min_cols);
 }
