@@ -517,22 +517,21 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
           return ir < whole ? sgemm_a_panel(a_col_major, a, lda, ic + ir, ic + ir + sgemm_mr, pc, kc, nullptr)
                             : edge_panel;
         };
+        // The register block at row panel ir and column panel jr of this block; b_ahead as the walk needs it.
+        auto register_block = [&](const APanel& panel, index_t ir, index_t jr, index_t b_ahead) {
+          sgemm_micro_kernel(kc, panel, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
+                             std::min<index_t>(sgemm_mr, mc - ir), std::min<index_t>(sgemm_nr, nc - jr), alpha,
+                             block_beta, prefetch_c, nullptr, 0, 0, 0, b_ahead);
+        };
         if (sgemm_walks_rows_first(rows, mc, nc, kc)) {
           for (index_t ir = 0; ir < mc; ir += sgemm_mr) {
             const APanel panel = a_panel(ir);
-            for (index_t jr = 0; jr < nc; jr += sgemm_nr)
-              sgemm_micro_kernel(kc, panel, bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
-                                 std::min<index_t>(sgemm_mr, mc - ir), std::min<index_t>(sgemm_nr, nc - jr), alpha,
-                                 block_beta, prefetch_c, nullptr, 0, 0, 0, sgemm_rows_first_b_ahead);
+            for (index_t jr = 0; jr < nc; jr += sgemm_nr) register_block(panel, ir, jr, sgemm_rows_first_b_ahead);
           }
-          continue;
+        } else {
+          for (index_t jr = 0; jr < nc; jr += sgemm_nr)
+            for (index_t ir = 0; ir < mc; ir += sgemm_mr) register_block(a_panel(ir), ir, jr, 0);
         }
-        for (index_t jr = 0; jr < nc; jr += sgemm_nr)
-          for (index_t ir = 0; ir < mc; ir += sgemm_mr)
-            sgemm_micro_kernel(
-                kc, a_panel(ir),
-                bp + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, std::min<index_t>(sgemm_mr, mc - ir),
-                std::min<index_t>(sgemm_nr, nc - jr), alpha, block_beta, prefetch_c);
       }
     }
   }
