@@ -200,11 +200,12 @@ TEST_CASE("packed sgemm: the AVX-512 and AVX2 kernels give the same bits") {
 
 TEST_CASE(
     "packed sgemm: a column-major a that the kernel copies into panels gives the bits of one read in place") {
-  // The kernel copies a column-major a into panels when its columns lie 4 KiB apart or more, or 3 KiB apart
-  // in a block of 256 columns or more (sgemm_copies_a); the arithmetic must not change. Columns exactly 4 KiB
-  // apart and 1500 floats apart, and 768 floats apart for a wide product, against closer ones (read in
-  // place), rows across the row block's edge with a short last panel, k across the k block's, a block walked
-  // row panel first (rows_first_shape), alpha -1.5, and beta 0 (c only written) and 0.5 (c read back).
+  // The kernel copies a column-major a into panels when its columns lie 4 KiB apart or more, or a multiple of
+  // 1 KiB from 2 KiB on in a block of 256 columns or more (sgemm_copies_a); the arithmetic must not change.
+  // Columns exactly 4 KiB apart and 1500 floats apart, and 768 floats (3 KiB) apart for a wide product, against
+  // closer ones (read in place), rows across the row block's edge with a short last panel, k across the k
+  // block's, a block walked row panel first (rows_first_shape), alpha -1.5, and beta 0 (c only written) and 0.5
+  // (c read back).
   std::mt19937 gen(21);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::size_t ran = 0, expected = 0;

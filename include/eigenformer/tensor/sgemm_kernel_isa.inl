@@ -203,7 +203,8 @@ inline void sgemm_pack_b(const float* b, bool b_col_major, index_t ldb, index_t 
 // (bench/README.md, "nineteenth session"). A column-major a (a weight gradient's g^T) already holds each
 // step's rows side by side, so copying it into panels only cost time: 18% of a 512 x 128 x 768 weight
 // gradient's samples on 2 threads; in place it takes 0.95 of the time on 2 threads and 0.91 on 1 (AMD Zen 5,
-// bench/README.md, "twentieth session"). The exceptions: columns 4 KiB apart or more, and some closer ones (sgemm_copies_a).
+// bench/README.md, "twentieth session"). The exceptions: columns 4 KiB apart or more, and some closer ones
+// (sgemm_copies_a).
 struct APanel {
   const float* data;
   index_t row_stride;
