@@ -226,8 +226,11 @@ TEST_CASE(
       for (const index_t ld : {index_t{1024}, index_t{1500}}) cases.push_back({s, ld});
     cases.push_back({wide, 768});
     expected += 2 * cases.size();
-    for (const auto& [s, aliased_ld] : cases)
+    for (const Case& one : cases)
       for (const float beta : {0.0f, 0.5f}) {
+        // Named copies, not structured bindings: clang 14 cannot capture those in doctest's message lambda.
+        const Shape3 s = one.shape;
+        const index_t aliased_ld = one.aliased_ld;
         const index_t plain_ld = s.m + 3;
         REQUIRE(copies_a(aliased_ld, s.n));
         REQUIRE(!copies_a(plain_ld, s.n));  // the other side reads in place
