@@ -77,13 +77,13 @@ inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 // over a whole k block. On the Intel Xeon (Sapphire Rapids kind, 2 MB L2), AVX-512, 2 threads, bench/ab.py
 // (bench/README.md, "forty-seventh session"): BERT-base training's 1024-row products 0.94-0.99x the time
 // (1024 x 3072 x 768 0.94-0.98x, sets of 4 and 8 rounds); GPT-2 small's weight gradients over 512 tokens,
-// whose a is copied (sgemm_copied_a_stride), 0.90x (the tied head's 50257 x 768 x 512) and 0.95-0.96x,
+// whose a is copied (sgemm_copies_a), 0.90x (the tied head's 50257 x 768 x 512) and 0.95-0.96x,
 // BERT-base's over 1024 tokens 1.00x; a BERT-base fine-tuning step 0.95x (0.96x on 1 thread), GPT-2 small's
 // 0.97x (0.93x). Off where it lost: k blocks of 128 (the char GPT's 768 x 512 x 128 1.02-1.04x, 768 x 384 x
-// 128 1.07x); and below 256 rows, where it was not measured apart from noise. The packed-weight path (inference) keeps
-// its order: walked row panel first there, BERT-base b8's forward gained less than its rounds spread and
-// b1's lost (bench/README.md, "forty-second session"). AVX2's 6 x 16 block was not measured this way, so it
-// keeps the old order.
+// 128 1.07x); and below 256 rows, where it was not measured apart from noise. The packed-weight path
+// (inference) keeps its order: walked row panel first there, BERT-base b8's forward gained less than its rounds
+// spread and b1's lost (bench/README.md, "forty-second session"; again in the forty-eighth, 1.05x the time at
+// 1024 x 3072 x 768). AVX2's 6 x 16 block was not measured this way, so it keeps the old order.
 inline constexpr index_t sgemm_rows_first_min_rows = 256;
 inline constexpr index_t sgemm_rows_first_b_ahead = 2048;
 inline constexpr bool sgemm_walks_rows_first(index_t rows, index_t mc, index_t nc, index_t kc) {
