@@ -108,19 +108,27 @@ inline constexpr index_t gemv_block_cols = 4096 / M / 64 * 64;
 // (throwaway driver of GPT-2 small's 49 decode products, 2 threads, a noisy host). With AVX2 a step reads
 // half a cache line, so every line is asked for twice: an instruction more, not a memory access (not
 // timed). The address is formed as an integer: near the end of b it lies past the allocation, which a
-// prefetch may name (it never faults) but a pointer may not.
-template <class W>
+// prefetch may name (it never faults) but a pointer may not. kIntoL2: into L2 only (see
+// gemv_cols_prefetch_groups).
+template <bool kIntoL2 = false, class W>
 inline void gemv_prefetch(const W* p, index_t ahead) {
 #if defined(EIGENFORMER_X86_KERNELS)
   const auto address = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(ahead) * sizeof(W);
-  _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(address), kIntoL2 ? _MM_HINT_T1 : _MM_HINT_T0);
 #else
   (void)p, (void)ahead;
 #endif
 }
 // How far ahead: a column-major b, the lines of the group of 4 columns twice after this one (12 KB in
 // bfloat16 at k = 768; one group ahead was as fast, four slower); a paneled bfloat16 b, 64 rows of its panel
-// ahead (8 KB; 16 and 32 rows gained less, 128 no more).
+// ahead (8 KB; 16 and 32 rows gained less, 128 no more). A column-major b asks for its lines into L2 only
+// (the L1 streamer brings them on from there), which on an AMD Zen 4 (32 KB L1, 1 MB L2) was faster for both
+// types; a paneled b keeps asking into L1. 2 threads, GCC 12 -march=native: a GPT-2 small decoding step with
+// bfloat16 weights (its LM head the one column-major b) 0.77x the time (bench/ab.py, 5 rounds, 10.3 against
+// 7.9 ms, each round 0.73-0.86; the paneled weights into L2 as well: 0.82x); float 1 x 2304 x 768 with b =
+// W^T (throwaway driver, medians of rounds alternating the builds): W in L3 52 us against 57 (one thread 92
+// against 101), GPT-2's 50257 x 768 LM head from memory 5.3 ms against 6.3 (10 rounds). Into L1 one group
+// ahead was faster from L3 (46 us) but no faster from memory (6.1 ms). Not measured on other machines.
 inline constexpr index_t gemv_cols_prefetch_groups = 2;
 inline constexpr index_t gemv_panel_prefetch_rows = 64;
 

@@ -207,7 +207,7 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
       for (index_t p = 0; p < pair_k; p += 2 * L) {
         reg even[4], odd[4];
         for (int q = 0; q < 4; ++q) {
-          gemv_prefetch(col[q] + p, ahead);
+          gemv_prefetch<true>(col[q] + p, ahead);
           V::load_pairs(col[q] + p, even[q], odd[q]);
         }
         for (int i = 0; i < M; ++i) {
@@ -217,7 +217,7 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
         }
       }
     for (index_t p = pair_k; p < full; p += L) {
-      for (int q = 0; q < 4; ++q) gemv_prefetch(col[q] + p, ahead);
+      for (int q = 0; q < 4; ++q) gemv_prefetch<true>(col[q] + p, ahead);
       const reg w0 = V::load(col[0] + p), w1 = V::load(col[1] + p), w2 = V::load(col[2] + p), w3 = V::load(col[3] + p);
       for (int i = 0; i < M; ++i) {
         const reg x = V::load(a + i * lda + p);
