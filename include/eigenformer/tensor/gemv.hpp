@@ -120,15 +120,16 @@ inline void gemv_prefetch(const W* p, index_t ahead) {
 #endif
 }
 // How far ahead: a column-major b, the lines of the group of 4 columns twice after this one (12 KB in
-// bfloat16 at k = 768; one group ahead was as fast, four slower); a paneled bfloat16 b, 64 rows of its panel
-// ahead (8 KB; 16 and 32 rows gained less, 128 no more). A column-major b asks for its lines into L2 only
-// (the L1 streamer brings them on from there), which on an AMD Zen 4 (32 KB L1, 1 MB L2) was faster for both
-// types; a paneled b keeps asking into L1. 2 threads, GCC 12 -march=native: a GPT-2 small decoding step with
-// bfloat16 weights (its LM head the one column-major b) 0.77x the time (bench/ab.py, 5 rounds, 10.3 against
-// 7.9 ms, each round 0.73-0.86; the paneled weights into L2 as well: 0.82x); float 1 x 2304 x 768 with b =
-// W^T (throwaway driver, medians of rounds alternating the builds): W in L3 52 us against 57 (one thread 92
-// against 101), GPT-2's 50257 x 768 LM head from memory 5.3 ms against 6.3 (10 rounds). Into L1 one group
-// ahead was faster from L3 (46 us) but no faster from memory (6.1 ms). Not measured on other machines.
+// bfloat16 at k = 768; one group ahead was as fast, four slower, both measured asking into L1); a paneled
+// bfloat16 b, 64 rows of its panel ahead (8 KB; 16 and 32 rows gained less, 128 no more). A column-major b
+// asks for its lines into L2 only (the loads then find them there, not in memory; which of the core's own
+// prefetchers moves them on into L1 was not looked at), which on an AMD Zen 4 (32 KB L1, 1 MB L2) was faster
+// for both types; a paneled b keeps asking into L1. 2 threads, GCC 12 -march=native: a GPT-2 small decoding
+// step with bfloat16 weights (its LM head the one column-major b) 0.77x the time (bench/ab.py, 5 rounds, 10.3
+// against 7.9 ms, each round 0.73-0.86; the paneled weights into L2 as well: 0.82x); float 1 x 2304 x 768
+// with b = W^T (throwaway driver, medians of rounds alternating the builds): W in L3 52 us against 57 (one
+// thread 92 against 101), GPT-2's 50257 x 768 LM head from memory 5.3 ms against 6.3 (10 rounds). Into L1 one
+// group ahead was faster from L3 (46 us) but no faster from memory (6.1 ms). Not measured on other machines.
 inline constexpr index_t gemv_cols_prefetch_groups = 2;
 inline constexpr index_t gemv_panel_prefetch_rows = 64;
 
