@@ -342,7 +342,7 @@ TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, hav
         kernel->packed(false, true, s.m, s.n, s.k, -1.25f, a.data.data(), a.ld, b.data.data(), b.ld, beta, c.data(),
                        ldc);
         kernel->both_packed_block(s.k, -1.25f, false, a.data.data(), a.ld, packed.data(), padded_cols, 0, s.m, 0, s.n,
-                                  beta, c_packed.data(), ldc, nullptr);
+                                  beta, c_packed.data(), ldc, nullptr, nullptr);
         REQUIRE(std::memcmp(c.data(), c_packed.data(), sizeof(float) * c.size()) == 0);
         bool padding_kept = true;
         for (index_t i = 0; i < s.m; ++i)

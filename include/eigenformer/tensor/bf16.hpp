@@ -259,8 +259,8 @@ inline void gemm_widening_bf16(const SgemmKernel& kernel, const Tensor<float, 2>
       for (index_t r0 = 0; r0 < m; r0 += block_rows) {
         const index_t r1 = std::min(m, r0 + block_rows);
         kernel.both_packed_block(k, 1.0f, a_col_major, ao.data, ao.info.outer_stride, w, padded, r0, r1, 0, cols, 0.0f,
-                                 c.data() + c0, ldc, r0 == 0 ? &ahead : nullptr);
-        apply_epilogue(c.data() + r0 * ldc + c0, ldc, r1 - r0, cols, bias ? bias + c0 : nullptr, act);
+                                 c.data() + c0, ldc, bias ? bias + c0 : nullptr, r0 == 0 ? &ahead : nullptr);
+        apply_epilogue<float>(c.data() + r0 * ldc + c0, ldc, r1 - r0, cols, nullptr, act);
       }
     }
   };

@@ -291,11 +291,12 @@ inline void gemm_packed_blocks(const SgemmKernel& kernel, index_t m, index_t n, 
     else body(index_t{0}, count);
   };
   const index_t threads = on_pool ? get_num_threads() : 1;
-  // Rows [r0, r1) x columns [c0, c1) of c, r0 and c0 on whole panels, with the epilogue while it is in cache.
+  // Rows [r0, r1) x columns [c0, c1) of c, r0 and c0 on whole panels: the bias added as the register blocks
+  // store their last k block, the activation while the tile is in cache.
   auto run_tile = [&](index_t r0, index_t r1, index_t c0, index_t c1) {
     kernel.both_packed_block(k, alpha, a_col_major, a, lda, packed_b, padded_cols, r0, r1, c0, c1, beta, c, ldc,
-                              nullptr);
-    apply_epilogue(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, bias ? bias + c0 : nullptr, act);
+                              bias, nullptr);
+    apply_epilogue<float>(c + r0 * ldc + c0, ldc, r1 - r0, c1 - c0, nullptr, act);
   };
   if (threads > 1 && double(m) * double(n) * double(k) < tile_per_thread_below) {
     const bool by_rows = n <= m;

@@ -106,11 +106,12 @@ struct SgemmKernel {
                  const float* a, index_t lda, const float* b, index_t ldb, float beta, float* c, index_t ldc);
   // k [0, kc) x columns [0, nc) of b into panels of nr columns.
   void (*pack_b)(const float* b, bool b_col_major, index_t ldb, index_t kc, index_t nc, float* out);
-  // Rows [r0, r1) x columns [c0, c1) of c with b packed beforehand by pack_b; `ahead` (null for none) asked
-  // for while it runs.
+  // Rows [r0, r1) x columns [c0, c1) of c with b packed beforehand by pack_b, plus bias[j] in column j (null
+  // for none); `ahead` (null for none) asked for while it runs.
   void (*both_packed_block)(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
                             const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
-                            index_t c1, float beta, float* c, index_t ldc, const PrefetchRuns* ahead);
+                            index_t c1, float beta, float* c, index_t ldc, const float* bias,
+                            const PrefetchRuns* ahead);
   // Rows [0, rows) x columns [c0, c1) of c = a b for rows <= sgemm_few_rows, a row-major, b packed
   // beforehand: the bits both_packed_block gives those rows, each panel of b read once.
   void (*few_rows)(index_t k, const float* a, index_t lda, index_t rows, const float* packed_b, index_t padded_cols,
