@@ -549,13 +549,14 @@ inline void sgemm_packed(bool a_col_major, bool b_col_major, index_t rows, index
 }
 
 
-// c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with
-// b packed beforehand (a PackedMatrix's data, laid out as packed_panel_offset says, in sgemm_pack_b's
-// panel order over all columns) and a row- or column-major (stride lda), read in place. r0 and c0 start whole
-// panels. The same register blocks over the same panels as sgemm_packed, so the same bits. With `ahead` (not
-// null), the register blocks ask for its lines, each run spread over its share of them, instead of each next
-// panel of b: a caller that fills the panels itself just before (bfloat16 weights widened into them,
-// tensor/bf16.hpp) names the memory it reads next, whose misses then overlap with the multiply-adds.
+// c rows [r0, r1) x columns [c0, c1) (c points at element (0, 0), row stride ldc) = beta c + alpha a b with b
+// packed beforehand (a PackedMatrix's data, laid out as packed_panel_offset says, in sgemm_pack_b's panel
+// order over all columns) and a row- or column-major (stride lda), read in place. r0 and c0 start whole
+// panels. The same register blocks over the same panels as sgemm_packed, so the same bits; with bias (not
+// null), bias[j] added to column j as the last k block is stored. With `ahead` (not null), the register
+// blocks ask for its lines, each run spread over its share of them, instead of each next panel of b: a caller
+// that fills the panels itself just before (bfloat16 weights widened into them, tensor/bf16.hpp) names the
+// memory it reads next, whose misses then overlap with the multiply-adds.
 inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, const float* a, index_t lda,
                                     const float* packed_b, index_t padded_cols, index_t r0, index_t r1, index_t c0,
                                     index_t c1, float beta, float* c, index_t ldc, const float* bias,
