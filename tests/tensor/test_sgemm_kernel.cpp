@@ -491,21 +491,26 @@ void check_packed_weight_products(const SgemmKernel& kernel) {
                             "m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout
                                      << ", a layout " << a_layout << ", " << threads << " threads, tile a thread below "
                                      << cut);
-            // Accumulating into part of a wider output (alpha, beta), on the pool and on the calling thread
-            // alone.
-            for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread}) {
-              auto wide = uniform_matrix(s.m, s.n + 5, gen);
-              auto into = wide.narrow(1, 2, s.n);
-              auto wide_expected = wide.clone();
-              auto into_expected = wide_expected.narrow(1, 2, s.n);
-              ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f);
-              ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, {}, tiling);
-              REQUIRE_MESSAGE(std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
-                              "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout "
-                                                    << b_layout << ", " << threads << " threads, pool "
-                                                    << (tiling == ef::backend::Tiling::pool)
-                                                    << ", tile a thread below " << cut);
-            }
+            // Accumulating into part of a wider output (alpha, beta), with and without the bias and
+            // activation (the packed kernel adds the bias as it stores its last k block, after beta's term),
+            // on the pool and on the calling thread alone.
+            for (const auto tiling : {ef::backend::Tiling::pool, ef::backend::Tiling::calling_thread})
+              for (const bool with_epilogue : {false, true}) {
+                const ef::backend::Epilogue<float> accumulating =
+                    with_epilogue ? epilogue : ef::backend::Epilogue<float>{};
+                auto wide = uniform_matrix(s.m, s.n + 5, gen);
+                auto into = wide.narrow(1, 2, s.n);
+                auto wide_expected = wide.clone();
+                auto into_expected = wide_expected.narrow(1, 2, s.n);
+                ef::backend::gemm(a, b, into_expected, -0.5f, 0.75f, accumulating);
+                ef::backend::gemm(a, b, &packed, into, -0.5f, 0.75f, accumulating, tiling);
+                REQUIRE_MESSAGE(
+                    std::memcmp(wide.data(), wide_expected.data(), sizeof(float) * wide.numel()) == 0,
+                    "into a view, m n k " << s.m << " " << s.n << " " << s.k << ", b layout " << b_layout
+                                          << ", " << threads << " threads, pool "
+                                          << (tiling == ef::backend::Tiling::pool) << ", epilogue "
+                                          << with_epilogue << ", tile a thread below " << cut);
+              }
             ++ran;
           }
         }
