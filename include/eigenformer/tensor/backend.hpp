@@ -857,16 +857,21 @@ inline constexpr index_t unaliasing_min_cols = 256;
 // every 4 KiB on these CPUs), while the panel of b it multiplies them with (sgemm_kc x nr floats) keeps
 // sgemm_kc * nr / 1024 lines in every set; with more lines than the set has ways they evict each other.
 // AVX-512's 12 + 8 lines do so on the 12-way L1 of an AMD Zen 5 and the products ran up to 1.3x slower there
-// (below); AVX2's 6 + 4 did not, and ran as fast either way. On an Intel Xeon of the Sapphire Rapids kind,
-// whose L1 has the same 48 KB in 12 ways, the evictions cost nothing measurable and the copy did: 2048 x 256
-// x 1024 with a packed weight took 0.91x the time on 1 and on 2 threads read in place, per call 0.93x, the
-// seed classifier's training step 0.98-0.99x, GPT-2 medium's forward the same either way (bench/ab.py, 3-4
-// interleaved rounds; bench/README.md, "forty-fifth session"), so Intel's 12-way L1s are read in place. On an
-// 8-way L1 (AMD Zen 3, Intel Skylake) the count says both kernels' lines would evict each other: not
-// measured, no such machine here, so they copy. A C library that does not say how many ways there are: 12.
+// (below), and on the 8-way L1 of an AMD Zen 4 1.10-1.39x (the copy 1.01-1.12x). AVX2's 6 + 4 lines ran as
+// fast either way on the Zen 5, and on the Zen 4's 8 ways, where the count says they would evict each other,
+// reading the rows in place took 0.95-1.08x the time of spaced rows while the copy took 1.00-1.14x (2048 x
+// 256 x 1024, 128 x 1024 x 1024 and 512 x 1024 x 1024 with a packed weight on 1 and 2 threads, the two
+// operands alternating in one process, three runs; bench/README.md, "fifty-first session"), so the AVX2
+// kernel reads them in place. On an Intel Xeon of the Sapphire Rapids kind, whose L1 has the same 48 KB in 12
+// ways, the AVX-512 kernel's evictions cost nothing measurable and the copy did: 2048 x 256 x 1024 with a
+// packed weight took 0.91x the time on 1 and on 2 threads read in place, per call 0.93x, the seed
+// classifier's training step 0.98-0.99x, GPT-2 medium's forward the same either way (bench/ab.py, 3-4
+// interleaved rounds; bench/README.md, "forty-fifth session"), so Intel's 12-way L1s are read in place.
+// Intel's 8-way L1s (Skylake) were not measured; the AVX-512 kernel copies there. A C library that does not
+// say how many ways there are: 12.
 inline bool copies_rows_4k_apart(const SgemmKernel& kernel) {
   const int ways = l1_data_ways() > 0 ? l1_data_ways() : 12;
-  if (cpu_is_intel() && ways >= 12) return false;
+  if (kernel.isa != CpuIsa::avx512 || (cpu_is_intel() && ways >= 12)) return false;
   return kernel.mr + sgemm_kc * kernel.nr / 1024 > ways;
 }
 
