@@ -299,8 +299,8 @@ TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block i
 }
 
 TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, have the bits of b packed beforehand") {
-  // The AVX-512 kernel swaps the operands' roles for such products (sgemm_transposes_weight) and writes c
-  // from a transposed tile; the weight packed beforehand (both_packed_block) never does. Rows on both sides of
+  // The kernels swap the operands' roles for such products (sgemm_transposes_weight; AVX2 from k = 512) and
+  // write c from a transposed tile; the weight packed beforehand (both_packed_block) never does. Rows on both sides of
   // the 16-column transposes and 32-column panels of a^T, columns on both sides of the 12-row tiles, k
   // across the k block's edge and up to the 2^18-float limit; c's padding between rows must stay untouched.
   namespace bd = ef::backend::detail;
@@ -315,6 +315,9 @@ TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, hav
   CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, true, true, 128, 400, 768));
   CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 128, 127, 768));
   CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx512, false, true, 64, 191, 255));
+  // The AVX2 kernel swaps from k = 512 on.
+  CHECK_FALSE(bd::sgemm_transposes_weight(CpuIsa::avx2, false, true, 128, 400, 511));
+  CHECK(bd::sgemm_transposes_weight(CpuIsa::avx2, false, true, 128, 400, 512));
   std::size_t ran = 0, expected = 0;
   for (const SgemmKernel* kernel : kernels_on_this_cpu()) {
     const std::string isa = kernel->name();
@@ -326,7 +329,8 @@ TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, hav
         CAPTURE(s.n);
         CAPTURE(s.k);
         CAPTURE(beta);
-        CHECK(bd::sgemm_transposes_weight(kernel->isa, false, true, s.m, s.n, s.k) == (kernel->isa == CpuIsa::avx512));
+        CHECK(bd::sgemm_transposes_weight(kernel->isa, false, true, s.m, s.n, s.k) ==
+              (kernel->isa == CpuIsa::avx512 || s.k >= 512));
         const Operand a = random_operand(s.m, s.k, false, gen), b = random_operand(s.k, s.n, true, gen);
         const index_t ldc = s.n + 5, padded_cols = kernel->padded_cols(s.n);
         std::vector<float> packed(static_cast<std::size_t>(padded_cols * s.k));

@@ -5,8 +5,8 @@
 // beta = 0 product. This kernel follows the usual packed design (Goto and van de Geijn, "Anatomy of
 // high-performance matrix multiplication", 2008): panels of b are copied into the order the register-blocked
 // inner loop reads them, so a transposed b costs one copy; a is read where it lies, row- or column-major
-// (see APanel). Few rows times a transposed b on AVX-512 compute c^T = b^T a^T instead, copying only a
-// (sgemm_transposes_weight).
+// (see APanel). Few rows times a transposed b compute c^T = b^T a^T instead, copying only a (under AVX2
+// from k = 512; sgemm_transposes_weight).
 //
 // Two compilations of one text (sgemm_kernel_isa.inl): namespace avx512 (a 12 x 32 register block) and
 // namespace avx2 (6 x 16), both in every GCC or Clang build on x86-64 whatever its flags; sgemm_kernel()
@@ -55,13 +55,16 @@ inline constexpr index_t sgemm_few_rows = 4;
 // 133, 384 132 / 129, m = 32 n = 128 144 / 113. It wins while a^T, copied whole and read again for every 12
 // columns of c, stays within half of L2 (rows x k at most 2^18 floats), rows are few (at most 256; at most
 // 128 for k below 512) and b is the larger operand: at least as many columns as rows, three times as many
-// below k = 256, where the transposed writes of c weigh more against the multiply-adds. AVX-512 only: the
-// AVX2 kernel's narrower block gained at some of these shapes and lost at others on the same Xeon (k = 768 m =
-// 128 1.04x the speed, k = 256 m = 128 0.87x), and the machines it runs on were not measured.
+// below k = 256, where the transposed writes of c weigh more against the multiply-adds. The AVX2 kernel's
+// narrower block only from k = 512: on the same Xeon it gained at k = 768 m = 128 (1.04x the speed) and lost
+// at k = 256 m = 128 (0.87x); on an AMD Zen 4 held to AVX2 (bench/ab.py, 10 interleaved rounds, 2 threads)
+// 128 x 2304 x 768 and 128 x 3072 x 768 took 0.84x the time, 128 x 768 x 768 0.95x, against 0.98x for
+// 128 x 768 x 3072, which the rule leaves alone (bench/README.md, "fifty-first session").
 inline constexpr bool sgemm_transposes_weight(CpuIsa isa, bool a_col_major, bool b_col_major, index_t rows,
                                               index_t cols, index_t k) {
-  return isa == CpuIsa::avx512 && !a_col_major && b_col_major && rows <= 256 && rows * k <= (index_t{1} << 18) &&
-         (rows <= 128 || k >= 512) && cols >= (k >= 256 ? rows : 3 * rows);
+  return (isa == CpuIsa::avx512 || (isa == CpuIsa::avx2 && k >= 512)) && !a_col_major && b_col_major &&
+         rows <= 256 && rows * k <= (index_t{1} << 18) && (rows <= 128 || k >= 512) &&
+         cols >= (k >= 256 ? rows : 3 * rows);
 }
 
 // Where a panel starts in a packed b (PackedMatrix), for the packer, the kernels and the readers alike: the k
