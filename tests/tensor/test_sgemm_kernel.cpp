@@ -300,9 +300,9 @@ TEST_CASE("packed sgemm: an element's bits depend on K alone, not on the block i
 
 TEST_CASE("packed sgemm: few rows times a transposed b, computed as b^T a^T, have the bits of b packed beforehand") {
   // The kernels swap the operands' roles for such products (sgemm_transposes_weight; AVX2 from k = 512) and
-  // write c from a transposed tile; the weight packed beforehand (both_packed_block) never does. Rows on both sides of
-  // the 16-column transposes and 32-column panels of a^T, columns on both sides of the 12-row tiles, k
-  // across the k block's edge and up to the 2^18-float limit; c's padding between rows must stay untouched.
+  // write c from a transposed tile; the weight packed beforehand (both_packed_block) never does. Rows on both
+  // sides of the 16-column transposes and 32-column panels of a^T, columns on both sides of the 12-row tiles,
+  // k across the k block's edge and up to the 2^18-float limit; c's padding between rows must stay untouched.
   namespace bd = ef::backend::detail;
   std::mt19937 gen(29);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
