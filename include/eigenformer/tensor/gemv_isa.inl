@@ -216,8 +216,7 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
           for (int q = 0; q < 4; ++q) s[i][q] = V::fmadd(xo, odd[q], V::fmadd(xe, even[q], s[i][q]));
         }
       }
-    for (index_t p = pair_k; p < full; p += L) {
-      for (int q = 0; q < 4; ++q) gemv_prefetch<true>(col[q] + p, ahead);
+    auto step = [&](index_t p) __attribute__((always_inline)) {
       const reg w0 = V::load(col[0] + p), w1 = V::load(col[1] + p), w2 = V::load(col[2] + p), w3 = V::load(col[3] + p);
       for (int i = 0; i < M; ++i) {
         const reg x = V::load(a + i * lda + p);
@@ -226,6 +225,18 @@ void gemv_cols(index_t k, const float* a, index_t lda, const W* b, index_t ld, i
         s[i][2] = V::fmadd(x, w2, s[i][2]);
         s[i][3] = V::fmadd(x, w3, s[i][3]);
       }
+    };
+    index_t p = pair_k;
+    // AVX2: a step reads half of each column's cache line, so two steps a hint for it (gemv_prefetch).
+    if constexpr (L == 8)
+      for (; p + 2 * L <= full; p += 2 * L) {
+        for (int q = 0; q < 4; ++q) gemv_prefetch<true>(col[q] + p, ahead);
+        step(p);
+        step(p + L);
+      }
+    for (; p < full; p += L) {
+      for (int q = 0; q < 4; ++q) gemv_prefetch<true>(col[q] + p, ahead);
+      step(p);
     }
     if (rest > 0) {
       const reg w[4] = {tail_of(col[0]), tail_of(col[1]), tail_of(col[2]), tail_of(col[3])};
