@@ -107,10 +107,10 @@ inline constexpr index_t gemv_block_cols = 4096 / M / 64 * 64;
 // bfloat16 LM head 1.25-1.42 ms, the float one 0.76-0.80x its time, and the bfloat16 block weights 0.7-0.95x
 // (throwaway driver of GPT-2 small's 49 decode products, 2 threads, a noisy host). With AVX2 a step reads
 // half a cache line; the column-major kernel asks once every two steps, since asking every step (each line
-// twice) took a load slot a step: 1 x 2304 x 768 with b = W^T in L3, one thread, AMD Zen 4 held to AVX2, 0.85-0.95x
-// the time asked once (both link orders of a throwaway driver's two builds). The address is formed as an integer: near the end of b it lies past the allocation, which a
-// prefetch may name (it never faults) but a pointer may not. kIntoL2: into L2 only (see
-// gemv_cols_prefetch_groups).
+// twice) took a load slot a step: asked once, 1 x 2304 x 768 with b = W^T (bench_gemm, AMD Zen 4 held to
+// AVX2, bench/ab.py, 8 rounds) took 0.91x the time on 2 threads and 0.90x on 1. The address is formed as an
+// integer: near the end of b it lies past the allocation, which a prefetch may name (it never faults) but a
+// pointer may not. kIntoL2: into L2 only (see gemv_cols_prefetch_groups).
 template <bool kIntoL2 = false, class W>
 inline void gemv_prefetch(const W* p, index_t ahead) {
 #if defined(EIGENFORMER_X86_KERNELS)
