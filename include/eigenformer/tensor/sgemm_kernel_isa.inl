@@ -269,39 +269,6 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   const float* row_base[bases];
 #pragma GCC unroll 4
   for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
-  // One step of k: row p of b's panel against kRows values of a, then on to step p + 1.
-  auto step = [&]() __attribute__((always_inline)) {
-    typename V::reg bv[nv];
-#pragma GCC unroll 4
-    for (int v = 0; v < nv; ++v) bv[v] = V::load(b + v * V::width);
-#pragma GCC unroll 16
-    for (int i = 0; i < kRows; ++i) {
-      const typename V::reg ai = V::set1(kAInPlace ? row_base[i / 3][(i % 3) * a_row_stride] : a[i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
-    }
-    b += sgemm_nr;
-    if constexpr (kAInPlace) {
-#pragma GCC unroll 4
-      for (int q = 0; q < bases; ++q) ++row_base[q];
-    } else {
-      // A packed panel (k_step sgemm_mr) gains nothing from these but lost nothing either (same Intel Xeon).
-      const float* ahead = a + sgemm_a_prefetch_steps * a_panel.k_step;
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + kRows - 1), _MM_HINT_T0);
-      a += a_panel.k_step;
-    }
-  };
-  auto prefetch_next_b_line = [&]() {
-    if (prefetch_row_lines == 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T0);
-    else _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T1);
-    prefetch_b += 16;
-    if (prefetch_row_lines > 0 && --row_left == 0) {  // on to the next row's first line
-      prefetch_b += prefetch_row_stride - 16 * prefetch_row_lines;
-      row_left = prefetch_row_lines;
-    }
-    --prefetch_lines;
-  };
   if constexpr (sgemm_mr == 6) {
     // AVX2, where b_ahead and c_lines are always 0 (both are AVX-512's): the hint's bookkeeping once every
     // `every` steps, outside the loop that multiplies. Checked every step, it made GCC's loop 27 instructions
@@ -309,13 +276,48 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
     // front end that issues 6 a cycle; apart, the loop is 23 with one. On an AMD Zen 4 held to AVX2 (GCC 12
     // -march=znver3, bench/README.md, "fifty-second session") BERT-base's packed products took 0.86-0.95x
     // the time, b1 and b8 forwards 0.91x; the AVX-512 loop, at a third of the front end's rate, is unchanged.
+    // One step of k: row p of b's panel against kRows values of a, then on to step p + 1.
+    auto step = [&]() __attribute__((always_inline)) {
+      typename V::reg bv[nv];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) bv[v] = V::load(b + v * V::width);
+#pragma GCC unroll 16
+      for (int i = 0; i < kRows; ++i) {
+        const typename V::reg ai = V::set1(kAInPlace ? row_base[i / 3][(i % 3) * a_row_stride] : a[i]);
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
+      }
+      b += sgemm_nr;
+      if constexpr (kAInPlace) {
+#pragma GCC unroll 4
+        for (int q = 0; q < bases; ++q) ++row_base[q];
+      } else {
+        // A packed panel (k_step sgemm_mr) gains nothing from these but lost nothing either (same Intel Xeon).
+        const float* ahead = a + sgemm_a_prefetch_steps * a_panel.k_step;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + kRows - 1), _MM_HINT_T0);
+        a += a_panel.k_step;
+      }
+    };
+    auto prefetch_next_b_line = [&]() {
+      if (prefetch_row_lines == 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T0);
+      else _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T1);
+      prefetch_b += 16;
+      if (prefetch_row_lines > 0 && --row_left == 0) {  // on to the next row's first line
+        prefetch_b += prefetch_row_stride - 16 * prefetch_row_lines;
+        row_left = prefetch_row_lines;
+      }
+      --prefetch_lines;
+    };
     for (index_t p = 0; p < kc;) {
       const index_t end = prefetch_lines > 0 ? std::min(kc, p + every) : kc;
       if (prefetch_lines > 0) prefetch_next_b_line();
       for (; p < end; ++p) step();
     }
   } else {
-    for (index_t p = 0; p < kc; ++p) {
+    // The AVX-512 loop as measured before the AVX2 one moved out: with its step as a lambda, GCC laid the
+    // bookkeeping out differently (same instructions in the multiply-adds, not the same code around them).
+    for (index_t p = 0; p < kc; ++p, b += sgemm_nr) {
       if (b_ahead > 0) {
 #pragma GCC unroll 2
         for (int line = 0; line < sgemm_nr / 16; ++line)
@@ -325,9 +327,36 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
         _mm_prefetch(reinterpret_cast<const char*>(c + (p >> 1) * ldc + ((p & 1) ? cols - 1 : 0)), _MM_HINT_T0);
       if (--until_prefetch == 0) {
         until_prefetch = every;
-        if (prefetch_lines > 0) prefetch_next_b_line();
+        if (prefetch_lines > 0) {
+          if (prefetch_row_lines == 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T0);
+          else _mm_prefetch(reinterpret_cast<const char*>(prefetch_b), _MM_HINT_T1);
+          prefetch_b += 16;
+          if (prefetch_row_lines > 0 && --row_left == 0) {  // on to the next row's first line
+            prefetch_b += prefetch_row_stride - 16 * prefetch_row_lines;
+            row_left = prefetch_row_lines;
+          }
+          --prefetch_lines;
+        }
       }
-      step();
+      typename V::reg bv[nv];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) bv[v] = V::load(b + v * V::width);
+#pragma GCC unroll 16
+      for (int i = 0; i < kRows; ++i) {
+        const typename V::reg ai = V::set1(kAInPlace ? row_base[i / 3][(i % 3) * a_row_stride] : a[i]);
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
+      }
+      if constexpr (kAInPlace) {
+#pragma GCC unroll 4
+        for (int q = 0; q < bases; ++q) ++row_base[q];
+      } else {
+        // A packed panel (k_step sgemm_mr) gains nothing from these but lost nothing either (same Intel Xeon).
+        const float* ahead = a + sgemm_a_prefetch_steps * a_panel.k_step;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + kRows - 1), _MM_HINT_T0);
+        a += a_panel.k_step;
+      }
     }
   }
   const typename V::reg va = V::set1(alpha), vb = V::set1(beta);
