@@ -258,7 +258,6 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   // One run of lines into L1, or with prefetch_row_lines > 0 that many lines of each row of a matrix whose rows
   // lie prefetch_row_stride floats apart, into L2 (sgemm_transposed_weight's next rows of b).
   const index_t every = prefetch_lines > 0 ? std::max<index_t>(1, kc / prefetch_lines) : kc + 1;
-  index_t until_prefetch = every;
   index_t row_left = prefetch_row_lines;
   // With b_ahead > 0 the panels of b stream past (sgemm_walks_rows_first): each step asks for the two lines
   // that a step b_ahead floats later reads, which may lie in the next panel, where the block goes next, or
@@ -271,9 +270,10 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   for (int q = 0; q < bases; ++q) row_base[q] = a + 3 * q * a_row_stride;
   if constexpr (sgemm_mr == 6) {
     // AVX2, where b_ahead and c_lines are always 0 (both are AVX-512's): the hint's bookkeeping once every
-    // `every` steps, outside the loop that multiplies. Checked every step, it made GCC's loop 27 instructions
-    // with two taken branches for 12 multiply-adds, which two 256-bit units finish in 6 cycles, against a
-    // front end that issues 6 a cycle; apart, the loop is 23 with one. On an AMD Zen 4 held to AVX2 (GCC 12
+    // `every` steps, outside the loop that multiplies. Checked every step, it made GCC's loop 30 instructions
+    // (27 operations once compare-and-branch pairs fuse) with two taken branches for 12 multiply-adds, which
+    // two 256-bit units finish in 6 cycles, against a front end that issues 6 operations a cycle; apart, the
+    // loop is 24 instructions (23 operations) with one. On an AMD Zen 4 held to AVX2 (GCC 12
     // -march=znver3, bench/README.md, "fifty-second session") BERT-base's packed products took 0.86-0.95x
     // the time, b1 and b8 forwards 0.91x; the AVX-512 loop, at a third of the front end's rate, is unchanged.
     // One step of k: row p of b's panel against kRows values of a, then on to step p + 1.
@@ -317,6 +317,7 @@ inline void sgemm_register_block(index_t kc, APanel a_panel, const float* b, flo
   } else {
     // The AVX-512 loop as measured before the AVX2 one moved out: with its step as a lambda, GCC laid the
     // bookkeeping out differently (same instructions in the multiply-adds, not the same code around them).
+    index_t until_prefetch = every;
     for (index_t p = 0; p < kc; ++p, b += sgemm_nr) {
       if (b_ahead > 0) {
 #pragma GCC unroll 2
