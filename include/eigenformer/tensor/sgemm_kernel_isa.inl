@@ -67,6 +67,16 @@ inline constexpr index_t sgemm_a_prefetch_steps = 8;
 // half as long, the change ranged 0.75-1.10x from round to round of a throwaway driver with no clear sign,
 // so it asks only for blocks of c larger than L2 (Intel's 2 MB).
 inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
+// Where products with a packed weight start asking for c's lines without sgemm_prefetches_c_always: blocks of
+// c above 2^17 floats, 512 KB, half the L2 of an AMD Zen 4 core and all of a Zen 3's. At 2^19 (the per-call
+// products' bound, set on the Intel Xeon's 2 MB) GPT-2 small's tied LM head at 128 rows, 128 x 50257 x 768,
+// ran its two threads' blocks of 128 x 3152 floats (1.6 MB) unasked on a Zen 4 held to AVX2 and reached 170
+// GFLOP/s against 202 with the hints (throwaway driver linking both builds into one process, 6 alternating
+// rounds, each link order: 0.84x the time both ways), while one thread, whose blocks are twice as wide and
+// were asked for already, ran at 107. BERT-base b8's blocks (216 x 768) cross the new bound too and did not
+// move (1024 x 3072 x 768 and 1024 x 768 x 3072: 0.98-1.02x); 2^16 against 2^17 at GPT-2's 512-row products,
+// whose blocks (174 x 384) lie between the two, was level within 3% (bench/README.md, "fifty-third session").
+inline constexpr index_t sgemm_packed_prefetches_c_above = index_t{1} << 17;
 
 // Whether sgemm_packed walks a block of a and its packed panels of b row panel first: each register block's
 // rows of a stay in L1 while the block's panels of b stream past from L2, asked for sgemm_rows_first_b_ahead
@@ -612,7 +622,7 @@ inline void sgemm_both_packed_block(index_t k, float alpha, bool a_col_major, co
                                     index_t c1, float beta, float* c, index_t ldc, const float* bias,
                                     const PrefetchRuns* ahead) {
   static thread_local SgemmScratch edge_scratch;
-  const bool prefetch_c = sgemm_prefetches_c_always || (r1 - r0) * (c1 - c0) > (index_t{1} << 19);
+  const bool prefetch_c = sgemm_prefetches_c_always || (r1 - r0) * (c1 - c0) > sgemm_packed_prefetches_c_above;
   const index_t whole = r0 + (r1 - r0) / sgemm_mr * sgemm_mr;
   float* edge = whole < r1 ? edge_scratch.get(static_cast<std::size_t>(sgemm_mr * sgemm_kc)) : nullptr;
   const index_t row_panels = (r1 - r0 + sgemm_mr - 1) / sgemm_mr;
