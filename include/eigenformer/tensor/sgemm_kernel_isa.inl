@@ -75,7 +75,8 @@ inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 // rounds, each link order: 0.84x the time both ways), while one thread, whose blocks are twice as wide and
 // were asked for already, ran at 107. BERT-base b8's blocks (216 x 768) cross the new bound too and did not
 // move (1024 x 3072 x 768 and 1024 x 768 x 3072: 0.98-1.02x); 2^16 against 2^17 at GPT-2's 512-row products,
-// whose blocks (174 x 384) lie between the two, was level within 3% (bench/README.md, "fifty-third session").
+// whose blocks (174 x 384) lie between the two, took 0.96-1.03x the time: faster at one shape, slower at
+// another (bench/README.md, "fifty-third session").
 inline constexpr index_t sgemm_packed_prefetches_c_above = index_t{1} << 17;
 
 // Whether sgemm_packed walks a block of a and its packed panels of b row panel first: each register block's
