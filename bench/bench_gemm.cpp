@@ -43,6 +43,8 @@ constexpr GemmShape shapes[] = {
     {"chargpt_ffn_up_dw", 512, 128, 768, "tn"},  {"seed_ffn_up_b16", 2048, 1024, 256, "nt"},
     {"seed_ffn_down_b16", 2048, 256, 1024, "nt"}, {"seed_ffn_up_dw_b16", 1024, 256, 2048, "tn"},
     {"bert_attn_dw_b8", 768, 768, 1024, "tn"},  {"bert_ffn_down_dw_b8", 768, 3072, 1024, "tn"},
+    {"bert_qkv_b8", 1024, 2304, 768, "nt"},     {"bert_attn_out_b8", 1024, 768, 768, "nt"},
+    {"bert_ffn_down_b8", 1024, 768, 3072, "nt"},
 };
 
 // a (M, K) and b (K, N) as views of tensors stored the way the layout's layer stores them.
