@@ -65,7 +65,7 @@ inline constexpr index_t sgemm_a_prefetch_steps = 8;
 // 0.93x and the seed classifier's 0.98x (5 interleaved rounds); without the hints, 768 x 512 x 128 with a
 // packed weight took 1.08x even at k = 128, where c is only written. With AVX2, whose register block runs
 // half as long, the change ranged 0.75-1.10x from round to round of a throwaway driver with no clear sign,
-// so it asks only for blocks of c larger than L2 (Intel's 2 MB).
+// so it asks only for blocks of c larger than L2: Intel's 2 MB per call, 512 KB with a packed weight (below).
 inline constexpr bool sgemm_prefetches_c_always = sgemm_mr == 12;
 // Where products with a packed weight start asking for c's lines without sgemm_prefetches_c_always: blocks of
 // c above 2^17 floats, 512 KB, half the L2 of an AMD Zen 4 core and all of a Zen 3's. At 2^19 (the per-call
